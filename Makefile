@@ -1,0 +1,32 @@
+# Every target sets itself up: `make run` and `make test` work on a fresh clone.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+
+.PHONY: install run test lint bench data clean
+
+install: $(STAMP)
+
+# CPU torch goes in first: a bare `torch` requirement would otherwise pull a multi-GB CUDA build.
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q torch==2.13.0
+	$(BIN)/python -m pip install -q -e '.[dev,data]'
+	touch $(STAMP)
+
+run: install
+	$(BIN)/attnx train
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+
+bench: install
+	$(BIN)/attnx bench
+
+clean:
+	rm -rf $(VENV) outputs multirun

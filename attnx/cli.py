@@ -1,0 +1,40 @@
+"""`attnx` command line: a thin dispatcher that imports each subcommand only when it runs.
+
+Every subcommand module exposes `main(argv: list[str]) -> int`. Keeping torch and Lightning out
+of this file is what makes `attnx --help` answer instantly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from importlib import import_module
+
+COMMANDS = {
+    "train": ("attnx.train", "train a model; Hydra overrides, e.g. task=reverse attention=additive (-m: sweep)"),
+    "predict": ("attnx.predict", "decode or classify an input with a checkpoint: ckpt=PATH input='...'"),
+    "report": ("attnx.report", "tabulate and plot every results.json under a (multi)run folder"),
+    "bench": ("attnx.bench", "time, memory and FLOPs of attention mechanisms vs sequence length"),
+    "plugins": ("attnx.plugins", "list registered scores/attentions/encoders/tasks; `plugins check` runs the kit"),
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser = argparse.ArgumentParser(
+        prog="attnx",
+        description="Compare attention mechanisms by configuration alone.",
+        epilog="Run `attnx COMMAND --help` for a command's own options.",
+    )
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, (_, help_text) in COMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    if not argv or argv[0] not in COMMANDS:
+        parser.parse_args(argv or ["--help"])
+        return 2
+    module = import_module(COMMANDS[argv[0]][0])
+    return module.main(argv[1:]) or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

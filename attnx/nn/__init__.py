@@ -1,0 +1,1 @@
+"""Torch modules: score functions, attention mechanisms, encoders, decoders."""

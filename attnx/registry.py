@@ -1,0 +1,309 @@
+"""Plugin registries: one per kind (score, attention, encoder, task).
+
+A registered class gets a structured config in Hydra's ConfigStore (group = kind, name =
+registered name) built from its constructor signature, so `score=cosine score.temperature=0.1`
+works with no YAML and `score.temperature=abc` fails naming the field and its type.
+
+Plugins are plain Python files or packages that call the `register_*` decorators. They are found
+in `./plugins`, in every folder of `ATTNX_PLUGIN_PATH` and in installed packages' `attnx.plugins`
+entry points (see `load_all`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import difflib
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import types
+import typing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib.metadata import entry_points
+from pathlib import Path
+from typing import Any
+
+from omegaconf import MISSING
+
+KINDS = ("score", "attention", "encoder", "task")
+
+# Built-in modules whose import registers the built-in classes of each kind.
+_BUILTINS = ("attnx.nn.scores", "attnx.nn.attention", "attnx.nn.encoders", "attnx.tasks")
+
+
+class RegistryError(ValueError):
+    """A bad registration or an unknown name; the message is meant for the user."""
+
+
+class PluginImportError(ImportError):
+    """A plugin file or entry point failed to import."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    kind: str
+    name: str
+    cls: type
+    origin: str  # "built-in", a plugin file path, or "dist <name>"
+
+    @property
+    def where(self) -> str:
+        """Source location of the class, for duplicate-name errors."""
+        try:
+            return f"{inspect.getsourcefile(self.cls)}:{inspect.getsourcelines(self.cls)[1]}"
+        except (OSError, TypeError):
+            return self.cls.__module__
+
+    def hyperparams(self) -> dict[str, Any]:
+        """Name -> default (MISSING when required) of the user-settable constructor arguments."""
+        return {f.name: _default_of(f) for f in dataclasses.fields(config_class(self)) if f.name != "name"}
+
+
+def _default_of(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    if f.default_factory is not dataclasses.MISSING:
+        return f.default_factory()
+    return MISSING
+
+
+# Constructor arguments that the model assembler supplies; all others are hyperparameters.
+STRUCTURAL: dict[str, tuple[str, ...]] = {
+    "score": ("query_dim", "key_dim"),
+    "attention": ("query_dim", "key_dim", "value_dim", "score"),
+    "encoder": ("vocab_size",),
+    "task": (),
+}
+
+_origin: str = "built-in"
+
+
+@contextlib.contextmanager
+def _origin_as(origin: str) -> Iterator[None]:
+    global _origin
+    previous, _origin = _origin, origin
+    try:
+        yield
+    finally:
+        _origin = previous
+
+
+class Registry:
+    """Name -> class for one kind, with did-you-mean lookups and ConfigStore entries."""
+
+    def __init__(self, kind: str, base: str) -> None:
+        self.kind = kind
+        self._base = base  # "module:Class", resolved lazily to keep `import attnx` light
+        self._entries: dict[str, Entry] = {}
+
+    @property
+    def base(self) -> type:
+        module, name = self._base.split(":")
+        return getattr(importlib.import_module(module), name)
+
+    def register(self, name: str) -> Callable[[type], type]:
+        def decorator(cls: type) -> type:
+            if not (isinstance(cls, type) and issubclass(cls, self.base)):
+                raise RegistryError(
+                    f"cannot register {cls!r} as {self.kind} '{name}': it must subclass "
+                    f"{self.base.__module__}.{self.base.__name__}"
+                )
+            entry = Entry(self.kind, name, cls, _origin)
+            if name in self._entries and self._entries[name].cls is not cls:
+                raise RegistryError(
+                    f"{self.kind} '{name}' is registered twice: at {self._entries[name].where} "
+                    f"and at {entry.where}"
+                )
+            self._entries[name] = entry
+            _store_config(entry)
+            return cls
+
+        return decorator
+
+    def names(self) -> list[str]:
+        return sorted(self._entries)
+
+    def entry(self, name: str) -> Entry:
+        if name not in self._entries:
+            raise RegistryError(unknown_message(self.kind, name, self.names()))
+        return self._entries[name]
+
+    def get(self, name: str) -> type:
+        return self.entry(name).cls
+
+    def __contains__(self, name: str) -> bool:
+        return name in self._entries
+
+
+def unknown_message(kind: str, name: str, names: list[str]) -> str:
+    close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+    hint = f"; did you mean '{close[0]}'?" if close else ""
+    return f"unknown {kind} '{name}'{hint} available: {', '.join(names) or '(none)'}"
+
+
+REGISTRIES: dict[str, Registry] = {
+    "score": Registry("score", "attnx.nn.scores:Score"),
+    "attention": Registry("attention", "attnx.nn.attention:Attention"),
+    "encoder": Registry("encoder", "attnx.nn.encoders:Encoder"),
+    "task": Registry("task", "attnx.tasks.base:Task"),
+}
+
+register_score = REGISTRIES["score"].register
+register_attention = REGISTRIES["attention"].register
+register_encoder = REGISTRIES["encoder"].register
+register_task = REGISTRIES["task"].register
+
+
+def registry(kind: str) -> Registry:
+    if kind not in REGISTRIES:
+        raise RegistryError(unknown_message("registry kind", kind, list(KINDS)))
+    return REGISTRIES[kind]
+
+
+def available(kind: str) -> list[str]:
+    """Registered names of one kind (built-ins and discovered plugins)."""
+    load_all()
+    return registry(kind).names()
+
+
+def get(kind: str, name: str) -> type:
+    load_all()
+    return registry(kind).get(name)
+
+
+def build(kind: str, cfg: Any, **structural: Any) -> Any:
+    """Instantiate `cfg.name` of `kind` with its hyperparameters from `cfg` plus `structural` args."""
+    params = {k: v for k, v in dict(cfg).items() if k != "name"}
+    return get(kind, cfg["name"])(**structural, **params)
+
+
+# ---------------------------------------------------------------------------------------------
+# Structured configs from constructor signatures
+
+
+def config_class(entry: Entry) -> type:
+    """A dataclass mirroring the constructor: `name` first, then each hyperparameter, typed."""
+    cached = getattr(entry.cls, "_attnx_config", None)
+    if cached is not None and cached.__dataclass_fields__["name"].default == entry.name:
+        return cached
+    skip = set(STRUCTURAL[entry.kind]) | {"self"}
+    signature = inspect.signature(entry.cls.__init__)
+    try:
+        hints = typing.get_type_hints(entry.cls.__init__)
+    except Exception:  # unresolvable annotations degrade to Any, never to a crash
+        hints = {}
+    fields: list[tuple[str, Any, Any]] = [("name", str, dataclasses.field(default=entry.name))]
+    for p in signature.parameters.values():
+        if p.name in skip or p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD):
+            continue
+        annotation = _config_type(hints.get(p.name, Any))
+        default = MISSING if p.default is p.empty else p.default
+        if isinstance(default, (list, dict, tuple)):
+            fields.append((p.name, annotation, dataclasses.field(default_factory=lambda d=default: d)))
+        else:
+            fields.append((p.name, annotation, dataclasses.field(default=default)))
+    conf = dataclasses.make_dataclass(f"{entry.cls.__name__}Config", fields)
+    entry.cls._attnx_config = conf
+    return conf
+
+
+def _config_type(annotation: Any) -> Any:
+    """Map a Python annotation to one OmegaConf can validate (unknown types become Any)."""
+    simple = (int, float, bool, str)
+    if annotation in simple:
+        return annotation
+    origin = typing.get_origin(annotation)
+    args = typing.get_args(annotation)
+    if origin in (typing.Union, types.UnionType) and type(None) in args:
+        rest = [a for a in args if a is not type(None)]
+        if len(rest) == 1 and rest[0] in simple:
+            return typing.Optional[rest[0]]  # noqa: UP045 - OmegaConf needs typing.Optional
+        return Any
+    if origin is typing.Literal and args and all(isinstance(a, str) for a in args):
+        return str
+    if origin in (list, tuple) and args and args[0] in simple:
+        return list[args[0]]
+    return Any
+
+
+def _store_config(entry: Entry) -> None:
+    from hydra.core.config_store import ConfigStore
+
+    ConfigStore.instance().store(group=entry.kind, name=entry.name, node=config_class(entry))
+
+
+# ---------------------------------------------------------------------------------------------
+# Plugin discovery
+
+_loaded_builtins = False
+_loaded_paths: set[Path] = set()
+_loaded_dists: set[str] = set()
+
+
+def plugin_dirs() -> list[Path]:
+    """`./plugins` then each folder of ATTNX_PLUGIN_PATH, in that order."""
+    dirs = [Path.cwd() / "plugins"]
+    dirs += [Path(p) for p in os.environ.get("ATTNX_PLUGIN_PATH", "").split(os.pathsep) if p]
+    return [d.resolve() for d in dirs if d.is_dir()]
+
+
+def load_file(path: Path) -> None:
+    """Import one plugin file (or package folder); an import failure names the file."""
+    path = path.resolve()
+    if path in _loaded_paths:
+        return
+    _loaded_paths.add(path)
+    init = path / "__init__.py" if path.is_dir() else path
+    module_name = f"attnx_plugins.{path.stem}_{abs(hash(str(path))) % 10**8}"
+    spec = importlib.util.spec_from_file_location(
+        module_name, init, submodule_search_locations=[str(path)] if path.is_dir() else None
+    )
+    if spec is None or spec.loader is None:
+        raise PluginImportError(f"plugin {path} cannot be imported")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    try:
+        with _origin_as(str(path)):
+            spec.loader.exec_module(module)
+    except Exception as error:
+        sys.modules.pop(module_name, None)
+        raise PluginImportError(f"plugin {path} failed to import: {type(error).__name__}: {error}") from error
+
+
+def _plugin_files(folder: Path) -> list[Path]:
+    found = []
+    for child in sorted(folder.iterdir()):
+        if child.name.startswith(("_", ".")):
+            continue
+        if child.suffix == ".py" or (child.is_dir() and (child / "__init__.py").exists()):
+            found.append(child)
+    return found
+
+
+def load_all() -> None:
+    """Register the built-ins and every discoverable plugin. Idempotent and cheap when repeated."""
+    global _loaded_builtins
+    if not _loaded_builtins:
+        _loaded_builtins = True
+        for module in _BUILTINS:
+            importlib.import_module(module)
+    for folder in plugin_dirs():
+        for path in _plugin_files(folder):
+            load_file(path)
+    for ep in entry_points(group="attnx.plugins"):
+        dist = ep.dist.name if ep.dist is not None else ep.value
+        if f"{dist}:{ep.name}" in _loaded_dists:
+            continue
+        _loaded_dists.add(f"{dist}:{ep.name}")
+        try:
+            with _origin_as(f"dist {dist}"):
+                ep.load()
+        except Exception as error:
+            raise PluginImportError(
+                f"plugin entry point '{ep.name}' ({ep.value}) of {dist} failed to import: "
+                f"{type(error).__name__}: {error}"
+            ) from error

@@ -1,0 +1,1 @@
+"""Tasks: datasets with vocabularies, deterministic splits and vectorised batching."""
