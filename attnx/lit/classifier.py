@@ -1,0 +1,42 @@
+"""Classification: cross-entropy, accuracy and macro-F1 (torchmetrics)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torchmetrics import MetricCollection
+from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
+
+from attnx.lit.module import AttnxModule
+from attnx.tasks.base import Batch
+
+
+class ClassifierModule(AttnxModule):
+    def __init__(self, spec: dict[str, Any]) -> None:
+        super().__init__(spec)
+        n = len(spec["classes"])
+        metrics = MetricCollection(
+            {"acc": MulticlassAccuracy(n, average="micro"), "f1": MulticlassF1Score(n, average="macro")}
+        )
+        self.val_metrics = metrics.clone(prefix="val/")
+        self.test_metrics = metrics.clone(prefix="test/")
+
+    def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return self.model(batch.src, batch.src_len)
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        logits, _ = self(batch)
+        loss = F.cross_entropy(logits, batch.label)
+        self.count_train_batch(len(batch.label))
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch.label))
+        return loss
+
+    def _evaluate(self, batch: Batch, stage: str) -> None:
+        logits, _ = self(batch)
+        metrics = self.val_metrics if stage == "val" else self.test_metrics
+        metrics.update(logits, batch.label)
+        size = len(batch.label)
+        self.log(f"{stage}/loss", F.cross_entropy(logits, batch.label), batch_size=size, prog_bar=stage == "val")
+        self.log_dict(metrics, batch_size=size, prog_bar=stage == "val")

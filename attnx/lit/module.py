@@ -1,0 +1,92 @@
+"""What every attnx LightningModule shares: model assembly, AdamW + schedule, throughput, RNG state."""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch import nn
+
+from attnx.models.build import build_model
+
+
+class AttnxModule(pl.LightningModule):
+    """Builds the model from plain config sections and owns the optimiser.
+
+    `spec` is everything needed to rebuild the model without the data: the config sections
+    (encoder, attention, score, model, optim, decode), the task kind and its vocabularies. It is
+    stored in checkpoints as plain data, so `attnx predict` loads them with `weights_only=True`.
+    """
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        super().__init__()
+        self.spec = spec
+        self.model: nn.Module = build_model(
+            spec["kind"],
+            src_vocab=len(spec["src_itos"]),
+            encoder=spec["encoder"],
+            attention=spec["attention"],
+            score=spec["score"],
+            model=spec["model"],
+            tgt_vocab=len(spec["tgt_itos"]) if spec.get("tgt_itos") else None,
+            num_classes=len(spec["classes"]) if spec.get("classes") else None,
+        )
+        self.train_samples = 0
+        self.train_seconds = 0.0
+        self._fit_started = 0.0
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.model.parameters())
+
+    def configure_optimizers(self) -> dict[str, Any]:
+        optim = self.spec["optim"]
+        optimizer = torch.optim.AdamW(
+            self.parameters(), lr=optim["lr"], weight_decay=optim["weight_decay"], betas=tuple(optim["betas"])
+        )
+        total = max(1, int(self.trainer.estimated_stepping_batches))
+        warmup = min(int(optim["warmup_steps"]), total - 1)
+        if optim["scheduler"] not in ("cosine", "constant"):
+            raise ValueError(f"optim.scheduler must be cosine or constant, got {optim['scheduler']!r}")
+        cosine = optim["scheduler"] == "cosine"
+
+        def factor(step: int) -> float:
+            if step < warmup:
+                return (step + 1) / (warmup + 1)
+            if not cosine:
+                return 1.0
+            return 0.5 * (1.0 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
+
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def _evaluate(self, batch: Any, stage: str) -> None:
+        """Log `stage`/loss and update `stage`'s metrics for one batch."""
+        raise NotImplementedError
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self._evaluate(batch, "val")
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self._evaluate(batch, "test")
+
+    def count_train_batch(self, batch_size: int) -> None:
+        self.train_samples += batch_size
+
+    def on_train_start(self) -> None:
+        self._fit_started = time.perf_counter()
+
+    def on_train_end(self) -> None:
+        self.train_seconds += time.perf_counter() - self._fit_started
+
+    # Lightning restores weights, optimiser and loop state but not the global RNG, without which
+    # dropout after a resume would differ from an uninterrupted run.
+    def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        checkpoint["attnx_spec"] = self.spec
+        checkpoint["attnx_rng"] = torch.get_rng_state()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if "attnx_rng" in checkpoint:
+            torch.set_rng_state(checkpoint["attnx_rng"])

@@ -1,0 +1,72 @@
+"""Sequence-to-sequence: teacher-forced loss and perplexity; accuracy measured on decoded outputs.
+
+Token accuracy and exact match compare the *decoded* output (greedy, or beam search when
+`decode.beam_size > 1`) with the reference, position by position up to and including EOS, so
+they measure what the model produces, not what it predicts with the reference fed in.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torchmetrics import MeanMetric, MetricCollection
+from torchmetrics.text import Perplexity
+
+from attnx.lit.module import AttnxModule
+from attnx.tasks.base import Batch
+from attnx.tasks.vocab import PAD
+
+
+class Seq2SeqModule(AttnxModule):
+    def __init__(self, spec: dict[str, Any]) -> None:
+        super().__init__(spec)
+        metrics = MetricCollection(
+            {"token_acc": MeanMetric(), "exact_match": MeanMetric(), "perplexity": Perplexity(ignore_index=PAD)}
+        )
+        self.val_metrics = metrics.clone(prefix="val/")
+        self.test_metrics = metrics.clone(prefix="test/")
+
+    def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Teacher-forced logits [B, U, V] for targets tgt[:, 1:] given tgt[:, :-1]."""
+        return self.model(batch.src, batch.src_len, batch.tgt[:, :-1])
+
+    def loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return F.cross_entropy(logits.flatten(0, 1), batch.tgt[:, 1:].flatten(), ignore_index=PAD)
+
+    def decode(self, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:
+        """Output token ids [B, L] by the configured decoder (greedy or beam search)."""
+        cfg = self.spec["decode"]
+        max_len = int(cfg["max_len_ratio"] * int(src_len.max())) + 5
+        if cfg["beam_size"] > 1:
+            tokens, _ = self.model.beam_search(
+                src, src_len, max_len, beam_size=cfg["beam_size"], length_penalty=cfg["length_penalty"]
+            )
+        else:
+            tokens, _ = self.model.greedy(src, src_len, max_len)
+        return tokens
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        logits, _ = self(batch)
+        loss = self.loss(logits, batch)
+        self.count_train_batch(len(batch.src))
+        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch.src))
+        return loss
+
+    def _evaluate(self, batch: Batch, stage: str) -> None:
+        logits, _ = self(batch)
+        target = batch.tgt[:, 1:]
+        metrics = self.val_metrics if stage == "val" else self.test_metrics
+        size = len(batch.src)
+        self.log(f"{stage}/loss", self.loss(logits, batch), batch_size=size, prog_bar=stage == "val")
+        metrics["perplexity"].update(logits, target)
+
+        predicted = self.decode(batch.src, batch.src_len)
+        width = target.shape[1]
+        predicted = F.pad(predicted, (0, max(0, width - predicted.shape[1])), value=PAD)[:, :width]
+        real = target != PAD
+        correct = (predicted == target) & real
+        metrics["token_acc"].update(correct[real].float())
+        metrics["exact_match"].update((correct.sum(1) == real.sum(1)).float())
+        self.log_dict(metrics, batch_size=size, prog_bar=stage == "val")

@@ -1,0 +1,97 @@
+"""`attnx predict ckpt=PATH input="..."`: decode or classify one input with a trained checkpoint.
+
+The checkpoint is read with `torch.load(weights_only=True)`: attnx stores its model spec as plain
+data, so no pickled code runs. For attention mechanisms it also prints, per output step (or for
+the whole input when classifying), the source tokens that received the most attention.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+USAGE = """usage: attnx predict ckpt=PATH input=TEXT [decode.beam_size=N] [decode.length_penalty=A] [top_k=K]
+
+Decodes (seq2seq) or classifies (classification) TEXT with the model in checkpoint PATH."""
+
+
+def parse(argv: list[str]) -> dict[str, str]:
+    if not argv or argv[0] in ("-h", "--help"):
+        raise SystemExit(USAGE)
+    args = {}
+    for item in argv:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"attnx predict: expected key=value, got {item!r}\n{USAGE}")
+        args[key] = value
+    unknown = set(args) - {"ckpt", "input", "top_k", "decode.beam_size", "decode.length_penalty"}
+    missing = {"ckpt", "input"} - set(args)
+    if unknown or missing:
+        problem = f"unknown {', '.join(sorted(unknown))}" if unknown else f"missing {', '.join(sorted(missing))}"
+        raise SystemExit(f"attnx predict: {problem}\n{USAGE}")
+    return args
+
+
+def load(path: str, decode: dict[str, Any] | None = None) -> Any:
+    """The LightningModule stored in a checkpoint, in eval mode on the CPU."""
+    import torch
+
+    from attnx import registry
+    from attnx.lit import lit_module
+
+    registry.load_all()
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    if "attnx_spec" not in checkpoint:
+        raise SystemExit(f"attnx predict: {path} is not an attnx checkpoint (no model spec inside)")
+    spec = checkpoint["attnx_spec"]
+    spec["decode"].update(decode or {})
+    module = lit_module(spec)
+    module.load_state_dict(checkpoint["state_dict"])
+    return module.eval()
+
+
+def main(argv: list[str]) -> int:
+    args = parse(argv)
+    import torch
+
+    from attnx import registry
+    from attnx.tasks.vocab import BOS, Vocab
+
+    decode = {k.split(".")[1]: float(v) if "penalty" in k else int(v) for k, v in args.items() if "." in k}
+    try:
+        module = load(args["ckpt"], decode)
+    except FileNotFoundError:
+        print(f"attnx predict: no checkpoint at {args['ckpt']}", file=sys.stderr)
+        return 2
+    spec, top_k = module.spec, int(args.get("top_k", 3))
+    task = registry.build("task", spec["task"])
+    src_vocab = Vocab(spec["src_itos"])
+    tokens = task.tokenize(args["input"])
+    src = torch.tensor([src_vocab.encode(tokens)])
+    src_len = torch.tensor([len(tokens)])
+    with torch.no_grad():
+        if spec["kind"] == "classification":
+            logits, weights = module.model(src, src_len)
+            probs = logits.softmax(-1)[0]
+            best = int(probs.argmax())
+            print(f"{spec['classes'][best]}  (p={probs[best]:.3f})")
+            if weights is not None:
+                print("attended: " + _top(weights.reshape(-1, len(tokens)).mean(0), tokens, top_k))
+            return 0
+        tgt_vocab = Vocab(spec["tgt_itos"])
+        out = module.decode(src, src_len)[0]
+        words = tgt_vocab.decode(out.tolist())
+        print(task.detokenize(words))
+        # Teacher-force the decoded output to read the weights behind each emitted token.
+        tgt_in = torch.cat([torch.tensor([[BOS]]), out[None, : len(words)]], dim=1)
+        _, weights = module.model(src, src_len, tgt_in)
+        if weights is not None:
+            steps = weights[0] if weights.dim() == 3 else weights[0].mean(0)  # average heads
+            for word, row in zip([*words, "<eos>"], steps):
+                print(f"  {word:>12} <- {_top(row, tokens, top_k)}")
+    return 0
+
+
+def _top(weights: Any, tokens: list[str], k: int) -> str:
+    values, index = weights.topk(min(k, len(tokens)))
+    return "  ".join(f"{tokens[i]}:{v:.2f}" for v, i in zip(values.tolist(), index.tolist()))

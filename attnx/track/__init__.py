@@ -1,0 +1,1 @@
+"""Run records, loggers' helpers and attention-map callbacks."""

@@ -1,0 +1,186 @@
+"""`attnx train`: Hydra composes the config, Lightning fits and tests, every run writes results.json.
+
+Importing this module discovers plugins. Launchers that run jobs in other processes (joblib's
+loky workers, submitit) import it to unpickle the task function, so plugins are registered there
+too before Hydra re-composes the job's config.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+import hydra
+from hydra.core.hydra_config import HydraConfig
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf
+
+from attnx import registry
+from attnx.config import ConfigError, check_overrides, validate
+from attnx.track.results import completed, write_results
+
+log = logging.getLogger("attnx")
+CONF_DIR = str(Path(__file__).parent / "conf")
+
+registry.load_all()
+
+
+def main(argv: list[str]) -> int:
+    try:
+        check_overrides(argv, CONF_DIR)
+    except (ConfigError, registry.RegistryError, registry.PluginImportError) as error:
+        print(f"attnx train: {error}", file=sys.stderr)
+        return 2
+    sys.argv = ["attnx train", *argv]
+    _hydra_main()
+    return 0
+
+
+@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")
+def _hydra_main(cfg: DictConfig) -> float | None:
+    return train(cfg)
+
+
+def train(cfg: DictConfig) -> float | None:
+    """Run one job; returns `cfg.optimized_metric` for sweepers. Never loses a sweep's other runs:
+    in a multirun a failure is recorded in results.json and the sweep goes on."""
+    hc = HydraConfig.get()
+    multirun = hc.mode == RunMode.MULTIRUN
+    output_dir = Path(cfg.paths.output_dir)
+    record: dict[str, Any] = {
+        "status": "running",
+        "overrides": list(hc.overrides.task),
+        "choices": {k: hc.runtime.choices.get(k) for k in ("task", "encoder", "attention", "score")},
+        "output_dir": str(output_dir),
+        "config": OmegaConf.to_container(cfg, resolve=True),
+    }
+    if cfg.resume == "auto" and (done := completed(output_dir)):
+        log.info("resume=auto: %s already completed, skipping", output_dir)
+        return done["metrics"].get(cfg.optimized_metric)
+    try:
+        task, module, trainer = _assemble(cfg, record)
+    except (ConfigError, ValueError, registry.RegistryError) as error:
+        return _fail(record, output_dir, error, multirun, user_error=True)
+    try:
+        return _fit(cfg, task, module, trainer, record, output_dir)
+    except Exception as error:  # a crashed run is recorded, never silently lost
+        return _fail(record, output_dir, error, multirun, user_error=False)
+
+
+def _assemble(cfg: DictConfig, record: dict[str, Any]) -> tuple[Any, Any, Any]:
+    import torch
+
+    validate(cfg)
+    torch.set_num_threads(cfg.threads)
+
+    import lightning.pytorch as pl
+
+    from attnx.lit import lit_module
+    from attnx.models.build import resolve_score_name
+
+    pl.seed_everything(cfg.seed, workers=True, verbose=False)
+    task = registry.build("task", cfg.task)
+    task.setup()
+    record["choices"]["score"] = resolve_score_name(cfg.attention.name, _plain(cfg.get("score")))
+    record["task_kind"] = task.kind
+    spec = {
+        "kind": task.kind,
+        "task": _plain(cfg.task),
+        "encoder": _plain(cfg.encoder),
+        "attention": _plain(cfg.attention),
+        "score": _plain(cfg.get("score")),
+        "model": _plain(cfg.model),
+        "optim": _plain(cfg.optim),
+        "decode": _plain(cfg.decode),
+        "src_itos": task.src_vocab.itos,
+        "tgt_itos": task.tgt_vocab.itos if task.kind == "seq2seq" else None,
+        "classes": list(task.classes) if task.kind == "classification" else None,
+    }
+    module = lit_module(spec)
+    trainer = _trainer(cfg)
+    return task, module, trainer
+
+
+def _trainer(cfg: DictConfig) -> Any:
+    from hydra.utils import instantiate
+    from lightning.pytorch.callbacks import RichProgressBar
+
+    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
+    loggers = [instantiate(lg) for lg in (cfg.get("logger") or {}).values() if lg is not None]
+    progress = cfg.trainer.enable_progress_bar
+    if progress is None:
+        progress = sys.stdout.isatty() and not os.environ.get("CI")
+    if progress:
+        callbacks.append(RichProgressBar())
+    return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, enable_progress_bar=progress)
+
+
+def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: dict[str, Any], output_dir: Path) -> Any:
+    from attnx.lit.datamodule import TaskDataModule
+
+    data = TaskDataModule(task)
+    ckpt_path = cfg.ckpt_path
+    last = output_dir / "checkpoints" / "last.ckpt"
+    if ckpt_path is None and cfg.resume == "auto" and last.exists():
+        ckpt_path = str(last)
+    record["resumed_from"] = ckpt_path
+    started = time.perf_counter()
+    trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
+    record["wall_seconds"] = time.perf_counter() - started
+    best = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
+    metrics: dict[str, float] = {}
+    for result in trainer.validate(module, datamodule=data, ckpt_path=best, verbose=False):
+        metrics.update(result)
+    if cfg.test:
+        for result in trainer.test(module, datamodule=data, ckpt_path=best, verbose=False):
+            metrics.update(result)
+    record.update(
+        status="completed",
+        error=None,
+        metrics={k: float(v) for k, v in metrics.items()},
+        params=module.num_parameters(),
+        train_seconds=module.train_seconds,
+        samples_per_second=module.train_samples / module.train_seconds if module.train_seconds else None,
+        epochs=trainer.current_epoch,
+        steps=trainer.global_step,
+        checkpoint=best,
+    )
+    write_results(output_dir, record)
+    _print_summary(record)
+    return record["metrics"].get(cfg.optimized_metric)
+
+
+def _fail(record: dict[str, Any], output_dir: Path, error: BaseException, multirun: bool, user_error: bool) -> float:
+    record.update(status="failed", error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc())
+    write_results(output_dir, record)
+    if os.environ.get("HYDRA_FULL_ERROR") == "1" and not multirun:
+        raise error
+    if multirun:
+        log.error("run %s failed: %s (recorded in results.json; the sweep goes on)", output_dir, record["error"])
+        return math.nan
+    if user_error:
+        print(f"attnx train: {error}", file=sys.stderr)
+        sys.exit(2)
+    raise error
+
+
+def _print_summary(record: dict[str, Any]) -> None:
+    c = record["choices"]
+    speed = record["samples_per_second"]
+    print(
+        f"\nattnx: task={c['task']} encoder={c['encoder']} attention={c['attention']} score={c['score']}"
+        f"  ({record['train_seconds']:.0f} s training, {speed or 0:.0f} samples/s, {record['params']:,} parameters)"
+    )
+    for key in sorted(record["metrics"]):
+        print(f"  {key:<22} {record['metrics'][key]:.4f}")
+    print(f"  run folder: {record['output_dir']}")
+
+
+def _plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node

@@ -1,0 +1,116 @@
+"""End-to-end: the real `attnx train` CLI on tiny configs (in-process: Lightning is imported once)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnx.cli import main as cli
+
+MECHANISMS = ["none", "fixed_c", "additive", "dot", "multi_head"]
+TINY_RNN = ["encoder=rnn", "encoder.embed_dim=8", "encoder.hidden_dim=16"]
+TINY_SELF_ATTN = ["encoder=self_attn", "encoder.d_model=16", "encoder.num_heads=2", "encoder.num_layers=1",
+                  "encoder.ff_dim=16"]
+TINY = ["model.embed_dim=8", "model.hidden_dim=16", "trainer.max_epochs=1", "task.train_size=48",
+        "task.val_size=16", "task.test_size=16", "task.batch_size=16", "optim.warmup_steps=0"]
+
+
+def train(tmp: Path, *overrides: str, sweep: bool = False) -> int:
+    where = f"hydra.sweep.dir={tmp}" if sweep else f"hydra.run.dir={tmp}"
+    return cli(["train", *(["-m"] if sweep else []), *overrides, where])
+
+
+def results(root: Path) -> list[dict]:
+    return [json.loads(p.read_text()) for p in sorted(root.rglob("results.json"))]
+
+
+@pytest.mark.parametrize(
+    ("task", "encoder"),
+    [("reverse", TINY_RNN), ("sentiment", TINY_RNN), ("reverse", TINY_SELF_ATTN), ("sentiment", TINY_SELF_ATTN)],
+)
+def test_every_mechanism_trains_and_records(tmp_path: Path, task: str, encoder: list[str]) -> None:
+    train(tmp_path, f"task={task}", f"attention={','.join(MECHANISMS)}", *encoder, *TINY, sweep=True)
+    records = results(tmp_path)
+    assert sorted(r["choices"]["attention"] for r in records) == sorted(MECHANISMS)
+    for r in records:
+        assert r["status"] == "completed", r.get("error")
+        assert r["choices"]["task"] == task
+        assert r["params"] > 0 and r["train_seconds"] > 0 and r["samples_per_second"] > 0
+        main_metric = "test/exact_match" if r["task_kind"] == "seq2seq" else "test/acc"
+        assert 0.0 <= r["metrics"][main_metric] <= 1.0
+        assert {"val/loss", "test/loss"} <= set(r["metrics"])
+        expected_score = {"none": None, "fixed_c": None, "additive": "additive", "dot": "dot",
+                          "multi_head": "scaled_dot"}[r["choices"]["attention"]]
+        assert r["choices"]["score"] == expected_score
+        checkpoint = torch.load(r["checkpoint"], map_location="cpu", weights_only=True)
+        assert checkpoint["attnx_spec"]["attention"]["name"] == r["choices"]["attention"]
+
+
+def test_predict_prints_output_and_attended_tokens(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    train(tmp_path, "task=reverse", "attention=additive", *TINY_RNN, *TINY)
+    ckpt = tmp_path / "checkpoints" / "last.ckpt"
+    capsys.readouterr()
+    assert cli(["predict", f"ckpt={ckpt}", "input=a b c"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) >= 2 and "<-" in out[1]  # one line per output step with its attended tokens
+
+
+def test_metrics_are_reproducible_with_a_seed(tmp_path: Path) -> None:
+    for name in ("a", "b"):
+        train(tmp_path / name, "task=reverse", "attention=dot", "seed=3", *TINY_RNN, *TINY)
+    a, b = results(tmp_path / "a")[0], results(tmp_path / "b")[0]
+    assert a["metrics"] == b["metrics"]
+
+
+def test_resume_reaches_the_same_metrics_as_an_uninterrupted_run(tmp_path: Path) -> None:
+    common = ["task=reverse", "attention=additive", *TINY_RNN, *TINY, "model.dropout=0.3"]
+    train(tmp_path / "straight", *common, "trainer.max_epochs=3")
+    train(tmp_path / "resumed", *common, "trainer.max_epochs=1")
+    train(tmp_path / "resumed", *common, "trainer.max_epochs=3", "resume=auto")
+    straight, resumed = results(tmp_path / "straight")[0], results(tmp_path / "resumed")[0]
+    assert resumed["resumed_from"].endswith("last.ckpt")
+    assert resumed["steps"] == straight["steps"]
+    assert resumed["metrics"] == pytest.approx(straight["metrics"], abs=1e-6)
+
+
+def test_incompatible_score_fails_before_training(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        train(tmp_path, "attention=fixed_c", "score=dot", *TINY)
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "attention=fixed_c uses no score function" in err and "score=dot" in err
+    assert results(tmp_path)[0]["status"] == "failed"
+
+
+@pytest.mark.parametrize(
+    ("override", "expected"),
+    [
+        ("attention=bahdanau", "unknown attention 'bahdanau'"),
+        ("score=scaled-dot", "did you mean 'scaled_dot'"),
+        ("task.no_such_key=1", "no_such_key"),
+        ("score=cosine score.temperature=abc", "score.temperature"),
+        ("task.train_size=-5", "train_size"),
+        ("task.min_len=9 task.max_len=4", "max_len"),
+        ("attention=multi_head model.hidden_dim=10 attention.num_heads=3", "num_heads"),
+    ],
+)
+def test_bad_input_is_one_clear_line(tmp_path: Path, capsys: pytest.CaptureFixture, override: str,
+                                     expected: str) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        code = train(tmp_path, *override.split(), *TINY)
+        raise SystemExit(code)
+    assert exit_info.value.code != 0
+    err = capsys.readouterr().err.strip()
+    assert expected in err
+    assert "Traceback" not in err
+
+
+def test_cfg_job_prints_the_resolved_config_fast_path() -> None:
+    out = subprocess.run([sys.executable, "-m", "attnx.cli", "train", "attention=dot", "--cfg", "job"],
+                         capture_output=True, text=True, check=True).stdout
+    assert "name: dot" in out and "input_feeding" in out and "name: reverse" in out
