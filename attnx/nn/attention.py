@@ -6,17 +6,19 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from attnx.nn.scores import Score
-from attnx.registry import register_attention
+from attnx.nn.scores import ScaledDotScore, Score
+from attnx.registry import register_attention, registry
 
-ScoreFactory = Callable[[int, int], Score]  # (query_dim, key_dim) -> Score
+ScoreFactory = Callable[[int, int], Score]  # (query_dim, key_dim) -> Score; a Score class is one
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """softmax over the last dim restricted to `mask` (True = real key): masked keys get exactly 0.
+    """a = softmax(scores) over the last dim restricted to `mask` (True = real key).
 
+    Masked keys get exactly 0 (exp(-inf)); a row with one real key gets exactly 1 there.
     scores [..., Tq, Tk], mask broadcastable to [..., 1, Tk]. Every row must have one real key.
     """
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
@@ -36,14 +38,26 @@ class Attention(nn.Module):
     placement: ClassVar[str] = "after"
     default_score: ClassVar[str | None] = "dot"
 
-    def __init__(self, query_dim: int, key_dim: int, value_dim: int, score: ScoreFactory | None) -> None:
+    def __init__(self, query_dim: int, key_dim: int, value_dim: int, score: ScoreFactory | None = None) -> None:
         super().__init__()
+        if self.default_score is None and score is not None:
+            raise ValueError(
+                f"{type(self).__name__} (placement '{self.placement}') uses no score function; "
+                "drop the score override"
+            )
         self.query_dim = query_dim
         self.key_dim = key_dim
         self.value_dim = value_dim
         self.output_dim = value_dim  # dim of the returned context; subclasses may change it
 
-    def memory(self, states: torch.Tensor, summary: torch.Tensor, mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    def make_score(self, score: ScoreFactory | None, query_dim: int, key_dim: int) -> Score:
+        """`score(query_dim, key_dim)`, or this mechanism's `default_score` when `score` is None."""
+        factory = score if score is not None else registry("score").get(self.default_score)
+        return factory(query_dim, key_dim)
+
+    def memory(
+        self, states: torch.Tensor, summary: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """What the mechanism attends to, from an encoder's output: (keys, values, mask)."""
         return states, states, mask
 
@@ -51,7 +65,9 @@ class Attention(nn.Module):
         """Per-sequence work on keys/values, done once before a decoder's time loop."""
         raise NotImplementedError
 
-    def attend(self, query: torch.Tensor, prepared: Any, need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def attend(
+        self, query: torch.Tensor, prepared: Any, need_weights: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """query [B, Tq, Dq] -> (context [B, Tq, output_dim], weights [B, (H,) Tq, Tk] or None)."""
         raise NotImplementedError
 
@@ -64,3 +80,145 @@ class Attention(nn.Module):
         need_weights: bool = True,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         return self.attend(query, self.prepare(keys, values, mask), need_weights)
+
+
+@register_attention("none")
+class NoAttention(Attention):
+    """No attention (Sutskever et al. 2014): the context is the mean of the unmasked values,
+    c = Σ_j m_j v_j / Σ_j m_j, the same for every query. A classifier pools with it; a
+    seq2seq decoder never calls it (it starts from the encoder summary and sees nothing else).
+    """
+
+    placement: ClassVar[str] = "none"
+    default_score: ClassVar[str | None] = None
+
+    def prepare(self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        m = mask.unsqueeze(-1)
+        # where, not multiply: padding may hold inf/NaN and 0·NaN is NaN
+        return torch.where(m, values, 0).sum(1, keepdim=True) / m.sum(1, keepdim=True)  # [B, 1, Dv]
+
+    def attend(self, query: torch.Tensor, prepared: torch.Tensor, need_weights: bool = True) -> tuple[torch.Tensor, None]:
+        return prepared.expand(-1, query.size(1), -1), None
+
+
+@register_attention("fixed_c")
+class FixedContext(NoAttention):
+    """One semantic code for every step (Cho et al. 2014): h_t = f(h_{t-1}, y_{t-1}, C), with
+    C the encoder summary. `memory()` makes C the only slot, so attending to it returns C.
+    """
+
+    placement: ClassVar[str] = "fixed_c"
+
+    def memory(
+        self, states: torch.Tensor, summary: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        c = summary.unsqueeze(1)
+        return c, c, torch.ones(c.shape[:2], dtype=torch.bool, device=c.device)
+
+
+class ScoredAttention(Attention):
+    """a_j = softmax_j(f(q, k_j)) over the unmasked keys, context c = Σ_j a_j v_j.
+
+    The computation shared by Bahdanau and Luong attention; they differ only in where a decoder
+    places it. Weights are [B, Tq, Tk].
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, value_dim: int, score: ScoreFactory | None = None) -> None:
+        super().__init__(query_dim, key_dim, value_dim, score)
+        self.score = self.make_score(score, query_dim, key_dim)
+
+    def prepare(self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> tuple[Any, torch.Tensor, torch.Tensor]:
+        # zero padded values: their weight is 0, but 0·NaN would still poison the context
+        return self.score.prepare(keys), values.masked_fill(~mask.unsqueeze(-1), 0), mask
+
+    def attend(self, query: torch.Tensor, prepared: Any, need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        keys, values, mask = prepared
+        weights = masked_softmax(self.score(query, keys), mask.unsqueeze(1))
+        return weights @ values, weights if need_weights else None
+
+
+@register_attention("additive")
+class BahdanauAttention(ScoredAttention):
+    """Bahdanau et al. 2015: c_i = Σ_j a_ij h_j with a_ij = softmax_j(f(s_{i-1}, h_j)); the
+    context is computed from the previous decoder state *before* the RNN step and fed into it.
+    """
+
+    placement: ClassVar[str] = "before"
+    default_score: ClassVar[str | None] = "additive"
+
+
+@register_attention("dot")
+class LuongAttention(ScoredAttention):
+    """Luong et al. 2015 (global attention): RNN step first, then c_t = Σ_s a_ts h̄_s with
+    a_ts = softmax_s(f(h_t, h̄_s)) and attentional state h̃_t = tanh(W_c[c_t; h_t]).
+    `input_feeding` feeds h̃_{t-1} into the next step's input (read by the decoder).
+    """
+
+    placement: ClassVar[str] = "after"
+    default_score: ClassVar[str | None] = "dot"
+
+    def __init__(
+        self,
+        query_dim: int,
+        key_dim: int,
+        value_dim: int,
+        score: ScoreFactory | None = None,
+        input_feeding: bool = True,
+    ) -> None:
+        super().__init__(query_dim, key_dim, value_dim, score)
+        self.input_feeding = input_feeding
+
+
+@register_attention("multi_head")
+class MultiHeadAttention(Attention):
+    """Vaswani et al. 2017: head_h = softmax(f(q W_h^Q, K W_h^K)) V W_h^V over unmasked keys,
+    output = [head_1; ...; head_H] W^O, with d = query_dim / H per head and f any score built as
+    score(d, d). Weights are [B, H, Tq, Tk]. With `scaled_dot` and no weights requested it runs
+    `F.scaled_dot_product_attention` (fused kernels), numerically the explicit path.
+    """
+
+    placement: ClassVar[str] = "after"
+    default_score: ClassVar[str | None] = "scaled_dot"
+
+    def __init__(
+        self,
+        query_dim: int,
+        key_dim: int,
+        value_dim: int,
+        score: ScoreFactory | None = None,
+        num_heads: int = 4,
+        dropout: float = 0.0,
+    ) -> None:
+        super().__init__(query_dim, key_dim, value_dim, score)
+        if num_heads < 1 or query_dim % num_heads:
+            raise ValueError(f"multi_head needs num_heads to divide query_dim, got num_heads={num_heads}, query_dim={query_dim}")
+        self.num_heads = num_heads
+        self.head_dim = query_dim // num_heads
+        # no biases on W^Q, W^K, W^V as in the paper (a key bias is invisible to softmax anyway)
+        self.W_q = nn.Linear(query_dim, query_dim, bias=False)
+        self.W_k = nn.Linear(key_dim, query_dim, bias=False)
+        self.W_v = nn.Linear(value_dim, query_dim, bias=False)
+        self.W_o = nn.Linear(query_dim, query_dim)
+        self.score = self.make_score(score, self.head_dim, self.head_dim)  # shared over heads
+        self.dropout = nn.Dropout(dropout)
+        self.output_dim = query_dim
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, T, H·d] -> [B, H, T, d]"""
+        return x.unflatten(-1, (self.num_heads, self.head_dim)).transpose(1, 2)
+
+    def prepare(self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> tuple[Any, torch.Tensor, torch.Tensor]:
+        values = self._split(self.W_v(values.masked_fill(~mask.unsqueeze(-1), 0)))
+        return self.score.prepare(self._split(self.W_k(keys))), values, mask[:, None, None, :]
+
+    def attend(self, query: torch.Tensor, prepared: Any, need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+        keys, values, mask = prepared
+        q = self._split(self.W_q(query))
+        if not need_weights and type(self.score) is ScaledDotScore:
+            # ScaledDotScore.prepare is the identity, so `keys` are the projected keys
+            p = self.dropout.p if self.training else 0.0
+            heads, weights = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p), None
+        else:
+            weights = masked_softmax(self.score(q, keys), mask)
+            heads = self.dropout(weights) @ values
+        return self.W_o(heads.transpose(1, 2).flatten(2)), weights if need_weights else None

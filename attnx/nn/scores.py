@@ -1,10 +1,16 @@
-"""Score functions f(q, k): raw relevance of every key to every query (no softmax, no mask)."""
+"""Score functions f(q, k): raw relevance of every key to every query (no softmax, no mask).
+
+Shapes are batch-first with any leading dims: query [..., Tq, Dq], keys [..., Tk, Dk] -> scores
+[..., Tq, Tk]; multi-head attention calls a score on [B, H, T, d] tensors.
+"""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from attnx.registry import register_score
@@ -28,3 +34,98 @@ class Score(nn.Module):
 
     def forward(self, query: torch.Tensor, prepared: Any) -> torch.Tensor:
         raise NotImplementedError
+
+
+def require_equal_dims(score: str, query_dim: int, key_dim: int) -> None:
+    """Scores that compare q and k coordinate by coordinate need Dq == Dk."""
+    if query_dim != key_dim:
+        raise ValueError(
+            f"score '{score}' needs query_dim == key_dim, got query_dim={query_dim} and "
+            f"key_dim={key_dim}; 'general' and 'additive' accept different dims"
+        )
+
+
+@register_score("dot")
+class DotScore(Score):
+    """f(q, k) = qᵀk — Luong et al. 2015, "Effective Approaches to Attention-based NMT" (dot)."""
+
+    def __init__(self, query_dim: int, key_dim: int) -> None:
+        super().__init__(query_dim, key_dim)
+        require_equal_dims("dot", query_dim, key_dim)
+
+    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        return query @ prepared.transpose(-1, -2)
+
+
+@register_score("scaled_dot")
+class ScaledDotScore(DotScore):
+    """f(q, k) = qᵀk / √d — Vaswani et al. 2017, "Attention Is All You Need".
+
+    The √d keeps the logits' variance at 1 for unit-variance q, k, so softmax does not saturate.
+    """
+
+    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        return super().forward(query, prepared) / math.sqrt(self.key_dim)
+
+
+@register_score("general")
+class GeneralScore(Score):
+    """f(q, k) = qᵀ W k (bilinear) — Luong et al. 2015 ("general"); W k is prepared once."""
+
+    def __init__(self, query_dim: int, key_dim: int) -> None:
+        super().__init__(query_dim, key_dim)
+        # no bias: a bias in W k adds qᵀb to every key alike, which softmax ignores
+        self.W = nn.Linear(key_dim, query_dim, bias=False)
+
+    def prepare(self, keys: torch.Tensor) -> torch.Tensor:
+        return self.W(keys)
+
+    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        return query @ prepared.transpose(-1, -2)
+
+
+@register_score("additive")
+class AdditiveScore(Score):
+    """f(q, k) = vᵀ tanh(W q + U k) — Bahdanau et al. 2015, "NMT by Jointly Learning to Align
+    and Translate" (Luong's "concat"). U k is prepared once per sequence; `hidden_dim` is the
+    size of the tanh layer (default: key_dim).
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, hidden_dim: int | None = None) -> None:
+        super().__init__(query_dim, key_dim)
+        hidden_dim = hidden_dim or key_dim
+        self.W = nn.Linear(query_dim, hidden_dim, bias=False)
+        self.U = nn.Linear(key_dim, hidden_dim)
+        self.v = nn.Linear(hidden_dim, 1, bias=False)
+
+    def prepare(self, keys: torch.Tensor) -> torch.Tensor:
+        return self.U(keys)
+
+    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        hidden = torch.tanh(self.W(query).unsqueeze(-2) + prepared.unsqueeze(-3))  # [..., Tq, Tk, H]
+        return self.v(hidden).squeeze(-1)
+
+
+@register_score("cosine")
+class CosineScore(Score):
+    """f(q, k) = cos(q, k) / τ = qᵀk / (‖q‖ ‖k‖ τ) — Graves et al. 2014, "Neural Turing Machines"
+    (content addressing), with the temperature τ of Chen et al. 2020 (SimCLR). Scores lie in
+    [-1/τ, 1/τ]; a small τ sharpens the softmax. `learn_temperature` learns log τ.
+    """
+
+    def __init__(self, query_dim: int, key_dim: int, temperature: float = 0.1, learn_temperature: bool = False) -> None:
+        super().__init__(query_dim, key_dim)
+        require_equal_dims("cosine", query_dim, key_dim)
+        if temperature <= 0:
+            raise ValueError(f"score 'cosine' needs temperature > 0, got {temperature}")
+        log_tau = torch.tensor(math.log(temperature))
+        if learn_temperature:
+            self.log_tau = nn.Parameter(log_tau)  # log keeps τ positive under any update
+        else:
+            self.register_buffer("log_tau", log_tau)
+
+    def prepare(self, keys: torch.Tensor) -> torch.Tensor:
+        return F.normalize(keys, dim=-1)
+
+    def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
+        return F.normalize(query, dim=-1) @ prepared.transpose(-1, -2) / self.log_tau.exp()
