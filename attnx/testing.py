@@ -53,7 +53,9 @@ def check_score(cls: type[Score], **hyperparams: Any) -> None:
     _check(lambda dq, dk, dv: ScoredAttention(dq, dk, dv, score=partial(cls, **hyperparams)), label)
 
 
-def check_attention(cls: type[Attention], score: str | ScoreFactory | None = None, **hyperparams: Any) -> None:
+def check_attention(
+    cls: type[Attention], score: str | ScoreFactory | None = None, **hyperparams: Any
+) -> None:
     """Check an Attention class with `score` (a registered name, a factory, or None for its
     default): shapes, weights, masking, gradients, padding invariance, for Tq=1 and Tq>1."""
     if isinstance(score, str):
@@ -102,13 +104,17 @@ def _build(make: Callable[[int, int, int], Any], label: str) -> tuple[Any, tuple
             except ValueError as error:
                 refusal = error
             except Exception as error:
-                raise AssertionError(f"{label}: construction failed: {type(error).__name__}: {error}") from error
+                raise AssertionError(
+                    f"{label}: construction failed: {type(error).__name__}: {error}"
+                ) from error
     raise AssertionError(f"{label}: construction failed for (query, key, value) dims {DIMS}: {refusal}")
 
 
 def _inputs(dims: tuple[int, int, int], tq: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
     g = torch.Generator().manual_seed(seed)
-    q, k, v = (torch.randn(len(LENGTHS), t, d, generator=g, dtype=torch.float64) for t, d in zip((tq, TK, TK), dims))
+    q, k, v = (
+        torch.randn(len(LENGTHS), t, d, generator=g, dtype=torch.float64) for t, d in zip((tq, TK, TK), dims)
+    )
     mask = torch.arange(TK) < torch.tensor(LENGTHS)[:, None]
     return q, k, v, mask
 
@@ -137,7 +143,8 @@ def _check_outputs(att: Attention, dims: tuple[int, int, int], tq: int, where: s
     expected = (len(LENGTHS), tq, att.output_dim)
     _require(
         tuple(ctx.shape) == expected,
-        f"{where}: wrong output shape: context is {tuple(ctx.shape)}, expected [B, Tq, output_dim] = {expected}",
+        f"{where}: wrong output shape: context is {tuple(ctx.shape)}, expected [B, Tq, output_dim] = "
+        f"{expected}",
     )
     finite = torch.isfinite(ctx).flatten(1).all(1)
     _require(finite[-1], f"{where}: NaN/inf in the context of a sequence with a single valid key")
@@ -174,11 +181,13 @@ def _check_outputs(att: Attention, dims: tuple[int, int, int], tq: int, where: s
     try:
         stepped, _ = att.attend(q, att.prepare(k, v, mask))
     except Exception as error:
-        raise AssertionError(f"{where}: attend(query, prepare(keys, values, mask)) failed: {error}") from error
+        raise AssertionError(
+            f"{where}: attend(query, prepare(keys, values, mask)) failed: {error}"
+        ) from error
     _require(
         _diff(stepped, ctx) < ATOL,
-        f"{where}: attend(query, prepare(...)) differs from forward(...) (max diff {_diff(stepped, ctx):.3g}); "
-        "decoders use prepare/attend",
+        f"{where}: attend(query, prepare(...)) differs from forward(...) "
+        f"(max diff {_diff(stepped, ctx):.3g}); decoders use prepare/attend",
     )
 
 
@@ -186,14 +195,16 @@ def _check_weights(w: torch.Tensor, mask: torch.Tensor, tq: int, where: str) -> 
     b = len(LENGTHS)
     _require(
         w.dim() >= 3 and w.shape[0] == b and tuple(w.shape[-2:]) == (tq, TK),
-        f"{where}: wrong weights shape {tuple(w.shape)}, expected [B, ..., Tq, Tk] with B={b}, Tq={tq}, Tk={TK}",
+        f"{where}: wrong weights shape {tuple(w.shape)}, expected [B, ..., Tq, Tk] with "
+        f"B={b}, Tq={tq}, Tk={TK}",
     )
     _require(torch.isfinite(w).all(), f"{where}: NaN/inf in the weights (a row with a single valid key?)")
     _require((w >= 0).all(), f"{where}: weights are negative (min {w.min().item():.3g})")
     masked = ~mask.view(b, *[1] * (w.dim() - 2), TK).expand_as(w)
     _require(
         (w[masked] == 0).all(),
-        f"{where}: masked keys receive weight (max {w[masked].abs().max().item():.3g}); they must get exactly 0",
+        f"{where}: masked keys receive weight (max {w[masked].abs().max().item():.3g}); "
+        "they must get exactly 0",
     )
     total = w.sum(-1)
     _require(
@@ -211,7 +222,9 @@ def _check_gradients(att: Attention, dims: tuple[int, int, int], label: str) -> 
     g = torch.Generator().manual_seed(2)
     (ctx * torch.randn(ctx.shape, generator=g, dtype=ctx.dtype)).sum().backward()
     for name, x in inputs.items():
-        _require(x.grad is None or torch.isfinite(x.grad).all(), f"{label}: NaN/inf gradient w.r.t. the {name}")
+        _require(
+            x.grad is None or torch.isfinite(x.grad).all(), f"{label}: NaN/inf gradient w.r.t. the {name}"
+        )
     for name, p in att.named_parameters():
         _require(
             p.grad is not None and (p.grad != 0).any(),

@@ -38,7 +38,9 @@ class Attention(nn.Module):
     placement: ClassVar[str] = "after"
     default_score: ClassVar[str | None] = "dot"
 
-    def __init__(self, query_dim: int, key_dim: int, value_dim: int, score: ScoreFactory | None = None) -> None:
+    def __init__(
+        self, query_dim: int, key_dim: int, value_dim: int, score: ScoreFactory | None = None
+    ) -> None:
         super().__init__()
         if self.default_score is None and score is not None:
             raise ValueError(
@@ -97,7 +99,9 @@ class NoAttention(Attention):
         # where, not multiply: padding may hold inf/NaN and 0·NaN is NaN
         return torch.where(m, values, 0).sum(1, keepdim=True) / m.sum(1, keepdim=True)  # [B, 1, Dv]
 
-    def attend(self, query: torch.Tensor, prepared: torch.Tensor, need_weights: bool = True) -> tuple[torch.Tensor, None]:
+    def attend(
+        self, query: torch.Tensor, prepared: torch.Tensor, need_weights: bool = True
+    ) -> tuple[torch.Tensor, None]:
         return prepared.expand(-1, query.size(1), -1), None
 
 
@@ -123,15 +127,21 @@ class ScoredAttention(Attention):
     places it. Weights are [B, Tq, Tk].
     """
 
-    def __init__(self, query_dim: int, key_dim: int, value_dim: int, score: ScoreFactory | None = None) -> None:
+    def __init__(
+        self, query_dim: int, key_dim: int, value_dim: int, score: ScoreFactory | None = None
+    ) -> None:
         super().__init__(query_dim, key_dim, value_dim, score)
         self.score = self.make_score(score, query_dim, key_dim)
 
-    def prepare(self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> tuple[Any, torch.Tensor, torch.Tensor]:
+    def prepare(
+        self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[Any, torch.Tensor, torch.Tensor]:
         # zero padded values: their weight is 0, but 0·NaN would still poison the context
         return self.score.prepare(keys), values.masked_fill(~mask.unsqueeze(-1), 0), mask
 
-    def attend(self, query: torch.Tensor, prepared: Any, need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def attend(
+        self, query: torch.Tensor, prepared: Any, need_weights: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         keys, values, mask = prepared
         weights = masked_softmax(self.score(query, keys), mask.unsqueeze(1))
         return weights @ values, weights if need_weights else None
@@ -191,7 +201,10 @@ class MultiHeadAttention(Attention):
     ) -> None:
         super().__init__(query_dim, key_dim, value_dim, score)
         if num_heads < 1 or query_dim % num_heads:
-            raise ValueError(f"multi_head needs num_heads to divide query_dim, got num_heads={num_heads}, query_dim={query_dim}")
+            raise ValueError(
+                f"multi_head needs num_heads to divide query_dim, got num_heads={num_heads}, "
+                f"query_dim={query_dim}"
+            )
         self.num_heads = num_heads
         self.head_dim = query_dim // num_heads
         # no biases on W^Q, W^K, W^V as in the paper (a key bias is invisible to softmax anyway)
@@ -207,17 +220,24 @@ class MultiHeadAttention(Attention):
         """[B, T, H·d] -> [B, H, T, d]"""
         return x.unflatten(-1, (self.num_heads, self.head_dim)).transpose(1, 2)
 
-    def prepare(self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> tuple[Any, torch.Tensor, torch.Tensor]:
+    def prepare(
+        self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[Any, torch.Tensor, torch.Tensor]:
         values = self._split(self.W_v(values.masked_fill(~mask.unsqueeze(-1), 0)))
         return self.score.prepare(self._split(self.W_k(keys))), values, mask[:, None, None, :]
 
-    def attend(self, query: torch.Tensor, prepared: Any, need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def attend(
+        self, query: torch.Tensor, prepared: Any, need_weights: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
         keys, values, mask = prepared
         q = self._split(self.W_q(query))
         if not need_weights and type(self.score) is ScaledDotScore:
             # ScaledDotScore.prepare is the identity, so `keys` are the projected keys
             p = self.dropout.p if self.training else 0.0
-            heads, weights = F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p), None
+            heads, weights = (
+                F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p),
+                None,
+            )
         else:
             weights = masked_softmax(self.score(q, keys), mask)
             heads = self.dropout(weights) @ values

@@ -113,7 +113,9 @@ class CosineScore(Score):
     [-1/τ, 1/τ]; a small τ sharpens the softmax. `learn_temperature` learns log τ.
     """
 
-    def __init__(self, query_dim: int, key_dim: int, temperature: float = 0.1, learn_temperature: bool = False) -> None:
+    def __init__(
+        self, query_dim: int, key_dim: int, temperature: float = 0.1, learn_temperature: bool = False
+    ) -> None:
         super().__init__(query_dim, key_dim)
         require_equal_dims("cosine", query_dim, key_dim)
         if temperature <= 0:
