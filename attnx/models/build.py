@@ -1,0 +1,86 @@
+"""Assemble a model from the config sections `encoder`, `attention`, `score` and `model`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from torch import nn
+
+from attnx import registry
+from attnx.models.classifier import Classifier
+from attnx.models.seq2seq import Seq2Seq
+from attnx.nn.attention import ScoreFactory
+from attnx.nn.decoders import RNNDecoder
+from attnx.nn.scores import Score
+
+KINDS = ("seq2seq", "classification")
+# `model` keys each kind reads; a shared `model` section may carry both kinds' keys.
+MODEL_KEYS = {
+    "seq2seq": ("embed_dim", "hidden_dim", "cell", "num_layers", "dropout"),
+    "classification": ("dropout",),
+}
+
+
+def resolve_score_name(attention_name: str, score_cfg: Mapping[str, Any] | None) -> str | None:
+    """The score a run really uses: the user's, else the mechanism's default (None: it takes none)."""
+    default = registry.get("attention", attention_name).default_score
+    if score_cfg is None:
+        return default
+    if default is None:
+        raise ValueError(
+            f"attention '{attention_name}' uses no score function; remove score={score_cfg['name']}"
+        )
+    return score_cfg["name"]
+
+
+def score_factory(score_cfg: Mapping[str, Any]) -> ScoreFactory:
+    """(query_dim, key_dim) -> Score with the config's hyperparameters; a mechanism may call it per head."""
+
+    def make(query_dim: int, key_dim: int) -> Score:
+        return registry.build("score", score_cfg, query_dim=query_dim, key_dim=key_dim)
+
+    return make
+
+
+def build_model(
+    kind: str,
+    src_vocab: int,
+    encoder: Mapping[str, Any],
+    attention: Mapping[str, Any],
+    score: Mapping[str, Any] | None,
+    model: Mapping[str, Any],
+    tgt_vocab: int | None = None,
+    num_classes: int | None = None,
+) -> nn.Module:
+    """A `Seq2Seq` (kind "seq2seq", needs tgt_vocab) or `Classifier` ("classification", needs num_classes)."""
+    if kind not in KINDS:
+        raise ValueError(f"model kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    known = set().union(*MODEL_KEYS.values())
+    unknown = sorted(set(model) - known)
+    if unknown:
+        raise ValueError(f"unknown model key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
+    options = {key: model[key] for key in MODEL_KEYS[kind] if key in model}
+
+    enc = registry.build("encoder", encoder, vocab_size=src_vocab)
+    score_name = resolve_score_name(attention["name"], score)
+    factory = None if score_name is None else score_factory(score or {"name": score_name})
+
+    if kind == "classification":
+        if num_classes is None:
+            raise ValueError("a classification model needs num_classes")
+        dims = {"query_dim": enc.output_dim, "key_dim": enc.output_dim, "value_dim": enc.output_dim}
+        pooling = registry.build("attention", attention, **dims, score=factory)
+        return Classifier(enc, pooling, num_classes, **options)
+
+    if tgt_vocab is None:
+        raise ValueError("a seq2seq model needs tgt_vocab")
+    hidden_dim = options.pop("hidden_dim", 128)
+    embed_dim = options.pop("embed_dim", 64)
+    # Scored mechanisms attend in the decoder's space (see RNNDecoder); none/fixed_c read C as is.
+    placement = registry.get("attention", attention["name"]).placement
+    memory_dim = hidden_dim if placement in ("before", "after") else enc.output_dim
+    dims = {"query_dim": hidden_dim, "key_dim": memory_dim, "value_dim": memory_dim}
+    mechanism = registry.build("attention", attention, **dims, score=factory)
+    decoder = RNNDecoder(tgt_vocab, embed_dim, hidden_dim, enc.output_dim, mechanism, **options)
+    return Seq2Seq(enc, decoder)
