@@ -1,0 +1,164 @@
+"""The task contract: splits kept as padded tensors, vectorised batching, and the `Task` base class.
+
+A Task is deliberately not a LightningDataModule: importing Lightning costs seconds and `attnx
+plugins` must stay light; the training code wraps any Task in one generic DataModule.
+"""
+
+from __future__ import annotations
+
+import math
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any, ClassVar, NamedTuple
+
+import torch
+from torch import Tensor
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from attnx.tasks.vocab import Vocab
+
+SPLITS = ("train", "val", "test")
+
+
+class Batch(NamedTuple):
+    """A batch, batch-first, PAD-padded to its own longest sequence."""
+
+    src: Tensor  # [B, T] long
+    src_len: Tensor  # [B] long: non-PAD source tokens
+    tgt: Tensor | None = None  # [B, U] long: BOS y1..yn EOS PAD..; trains on tgt[:, :-1] -> tgt[:, 1:]
+    label: Tensor | None = None  # [B] long class index; classification only
+
+
+@dataclass
+class PaddedSplit(Dataset):
+    """One split as padded tensors. Indexing with a tensor of example indices gives a trimmed `Batch`."""
+
+    src: Tensor  # [N, T]
+    src_len: Tensor  # [N]
+    tgt: Tensor | None = None  # [N, U] with BOS and EOS
+    tgt_len: Tensor | None = None  # [N], counting BOS and EOS
+    label: Tensor | None = None  # [N]
+
+    def __len__(self) -> int:
+        return self.src.shape[0]
+
+    def __getitem__(self, index: Tensor) -> Batch:
+        src_len = self.src_len[index]
+        src = self.src[index, : int(src_len.max())]
+        tgt = None if self.tgt is None else self.tgt[index, : int(self.tgt_len[index].max())]
+        label = None if self.label is None else self.label[index]
+        return Batch(src, src_len, tgt, label)
+
+
+class IndexBatchSampler(Sampler[Tensor]):
+    """Yields tensors of example indices, one per batch (the DataLoader's collation is then a slice).
+
+    A shuffled order depends only on (seed, epoch), so resuming at an epoch boundary replays the
+    same batches. Lightning calls `set_epoch` before each epoch; used bare, each pass advances it.
+    """
+
+    def __init__(self, size: int, batch_size: int, shuffle: bool, seed: int) -> None:
+        self.size, self.batch_size, self.shuffle, self.seed = size, batch_size, shuffle, seed
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return math.ceil(self.size / self.batch_size)
+
+    def __iter__(self) -> Iterator[Tensor]:
+        if self.shuffle:
+            generator = torch.Generator().manual_seed(derive_seed(self.seed, "shuffle", self.epoch))
+            order = torch.randperm(self.size, generator=generator)
+            self.epoch += 1
+        else:
+            order = torch.arange(self.size)
+        yield from order.split(self.batch_size)
+
+
+def derive_seed(seed: int, stream: str, index: int = 0) -> int:
+    """An independent, process-stable seed per (seed, stream, index) (`hash()` of a str is salted)."""
+    return zlib.crc32(f"{seed}/{stream}/{index}".encode())
+
+
+def _as_is(batch: Batch) -> Batch:
+    return batch
+
+
+def check(field: str, value: Any, ok: bool, allowed: str) -> None:
+    """Raise the one-line error the CLI shows for a bad `task.<field>` value."""
+    if not ok:
+        raise ValueError(f"task.{field}={value!r} is invalid: must be {allowed}")
+
+
+def check_sizes(**sizes: int) -> None:
+    for field, value in sizes.items():
+        check(field, value, value >= 1, ">= 1")
+
+
+def check_lengths(min_field: str, min_value: int, max_field: str, max_value: int) -> None:
+    """A length range: min >= 1 and max >= min."""
+    check(min_field, min_value, min_value >= 1, ">= 1")
+    check(max_field, max_value, max_value >= min_value, f">= {min_field} ({min_value})")
+
+
+class Task:
+    """Base class of the `task` kind: a dataset with vocabularies and deterministic splits.
+
+    Subclasses set `kind` and implement `build()`; text-backed tasks subclass `TextTask` and
+    implement only `examples()`. After `setup()`: `src_vocab`, and `tgt_vocab` (seq2seq) or
+    `classes` (classification). Constructor arguments become the task's Hydra config, so keep them
+    simple (int/float/bool/str/None) with defaults, and validate them in `__init__` with `check`.
+    """
+
+    kind: ClassVar[str]  # "seq2seq" | "classification"
+    src_vocab: Vocab
+    tgt_vocab: Vocab
+    classes: list[str]
+
+    def __init__(self, batch_size: int = 64, seed: int = 0) -> None:
+        check("batch_size", batch_size, batch_size >= 1, ">= 1")
+        check("seed", seed, 0 <= seed < 2**32, "in [0, 2**32)")
+        self.batch_size = batch_size
+        self.seed = seed
+        self.splits: dict[str, PaddedSplit] = {}
+
+    def build(self) -> dict[str, PaddedSplit]:
+        """Generate or load the data, set the vocabularies (or classes) and return train/val/test."""
+        raise NotImplementedError
+
+    def setup(self) -> None:
+        """Build the data once; later calls are free."""
+        if not self.splits:
+            self.splits = self.build()
+
+    def generator(self, stream: str) -> torch.Generator:
+        """A torch generator for one named random stream of this task's seed (e.g. one per split)."""
+        return torch.Generator().manual_seed(derive_seed(self.seed, stream))
+
+    def dataloader(self, split: str, shuffle: bool = False, batch_size: int | None = None) -> DataLoader:
+        """Batches of one split; no workers: slicing in-memory tensors beats inter-process copies."""
+        if split not in SPLITS:
+            raise ValueError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
+        self.setup()
+        data = self.splits[split]
+        sampler = IndexBatchSampler(len(data), batch_size or self.batch_size, shuffle, self.seed)
+        return DataLoader(data, sampler=sampler, batch_size=None, collate_fn=_as_is)
+
+    def tokenize(self, text: str) -> list[str]:
+        """Source tokens of a raw input (used by `attnx predict`): whitespace-separated by default."""
+        return text.split()
+
+    def detokenize(self, tokens: list[str]) -> str:
+        return " ".join(tokens)
+
+    def encode_source(self, text: str) -> tuple[Tensor, Tensor]:
+        """`src` [1, T] and `src_len` [1] for one raw input, as in a batch."""
+        if not hasattr(self, "src_vocab"):  # predict may restore the vocabulary without building data
+            self.setup()
+        ids = self.src_vocab.encode(self.tokenize(text))
+        if not ids:
+            raise ValueError(f"input {text!r} has no tokens")
+        return torch.tensor([ids]), torch.tensor([len(ids)])

@@ -1,0 +1,250 @@
+"""Algorithmic seq2seq tasks generated with tensor ops: copy, reverse, sort, addition.
+
+Train and val draw lengths from [min_len, max_len]; test from [test_min_len, test_max_len], so
+training on 5-20 and testing on 20-40 measures length generalisation (Bahdanau et al. 2015 show
+fixed-context models degrade with length). Val and test never repeat a source of an earlier split.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from attnx.registry import register_task
+from attnx.tasks.base import SPLITS, PaddedSplit, Task, check, check_lengths, check_sizes
+from attnx.tasks.vocab import BOS, EOS, PAD, SPECIALS, Vocab
+
+_FIRST_SYMBOL = len(SPECIALS)  # symbol i has id _FIRST_SYMBOL + i in every vocabulary here
+_ROUNDS = 10  # rejection rounds when val/test must avoid earlier sources; more means the space is exhausted
+
+
+def positions(width: int, lengths: Tensor) -> Tensor:
+    """[N, width] mask of the real (non-PAD) positions of left-aligned sequences."""
+    return torch.arange(width) < lengths[:, None]
+
+
+def reverse_padded(x: Tensor, lengths: Tensor) -> Tensor:
+    """Reverse each row's first `lengths` entries in place of a flip, which would move PAD to the front."""
+    index = (lengths[:, None] - 1 - torch.arange(x.shape[1])).clamp(min=0)
+    return x.gather(1, index).masked_fill(~positions(x.shape[1], lengths), PAD)
+
+
+def rows_in(rows: Tensor, table: Tensor) -> Tensor:
+    """[N] bool: whether each PAD-padded row of `rows` equals some row of `table` (widths may differ)."""
+    width = max(rows.shape[1], table.shape[1])
+    both = torch.cat([_pad_to(rows, width), _pad_to(table, width)])
+    _, ids = torch.unique(both, dim=0, return_inverse=True)
+    return torch.isin(ids[: len(rows)], ids[len(rows) :])
+
+
+def _pad_to(x: Tensor, width: int) -> Tensor:
+    return torch.nn.functional.pad(x, (0, width - x.shape[1]), value=PAD)
+
+
+def with_bos_eos(body: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
+    """Targets as the decoder sees them: BOS y1..yn EOS PAD..; lengths count BOS and EOS."""
+    n, width = body.shape
+    tgt = torch.full((n, width + 2), PAD, dtype=torch.long)
+    tgt[:, 0] = BOS
+    tgt[:, 1:-1] = body
+    tgt[torch.arange(n), lengths + 1] = EOS
+    return tgt, lengths + 2
+
+
+class SyntheticSeq2Seq(Task):
+    """Seq2seq pairs sampled with torch: subclasses give `sample` and `target`.
+
+    `unit` names the length arguments (`min_{unit}`, `test_max_{unit}`, ...) in error messages; the
+    test range defaults to the train range.
+    """
+
+    kind = "seq2seq"
+
+    def __init__(
+        self,
+        unit: str,
+        lengths: tuple[int, int],
+        test_lengths: tuple[int | None, int | None],
+        sizes: tuple[int, int, int],
+        batch_size: int,
+        seed: int,
+    ) -> None:
+        super().__init__(batch_size, seed)
+        check_sizes(**{f"{split}_size": size for split, size in zip(SPLITS, sizes)})
+        test_lengths = (
+            lengths[0] if test_lengths[0] is None else test_lengths[0],
+            lengths[1] if test_lengths[1] is None else test_lengths[1],
+        )
+        check_lengths(f"min_{unit}", lengths[0], f"max_{unit}", lengths[1])
+        check_lengths(f"test_min_{unit}", test_lengths[0], f"test_max_{unit}", test_lengths[1])
+        self.sizes = dict(zip(SPLITS, sizes))
+        self.ranges = {"train": lengths, "val": lengths, "test": test_lengths}
+
+    def sample(self, n: int, min_len: int, max_len: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """`n` random sources: (PAD-padded ids [n, W] with W fixed by max_len, lengths [n])."""
+        raise NotImplementedError
+
+    def target(self, src: Tensor, src_len: Tensor) -> tuple[Tensor, Tensor]:
+        """The target of each source: (PAD-padded ids without BOS/EOS, lengths)."""
+        raise NotImplementedError
+
+    def build(self) -> dict[str, PaddedSplit]:
+        splits: dict[str, PaddedSplit] = {}
+        for split in SPLITS:
+            earlier = [s.src for s in splits.values()]
+            src, src_len = self._fresh_sources(split, earlier)
+            tgt, tgt_len = with_bos_eos(*self.target(src, src_len))
+            splits[split] = PaddedSplit(src, src_len, tgt, tgt_len)
+        return splits
+
+    def _fresh_sources(self, split: str, earlier: list[Tensor]) -> tuple[Tensor, Tensor]:
+        """Sample the split's sources, rejecting any that an earlier split holds (no test leakage)."""
+        size, (min_len, max_len), generator = self.sizes[split], self.ranges[split], self.generator(split)
+        seen = torch.cat([_pad_to(s, max(s.shape[1] for s in earlier)) for s in earlier]) if earlier else None
+        kept_src, kept_len, count = [], [], 0
+        for _ in range(_ROUNDS):
+            src, src_len = self.sample(size, min_len, max_len, generator)
+            if seen is not None:
+                fresh = ~rows_in(src, seen)
+                src, src_len = src[fresh], src_len[fresh]
+            kept_src.append(src)
+            kept_len.append(src_len)
+            count += len(src)
+            if count >= size:
+                return torch.cat(kept_src)[:size], torch.cat(kept_len)[:size]
+        raise ValueError(
+            f"task.{split}_size={size} is invalid: only {count} sources of length {min_len}-{max_len} "
+            "unseen in earlier splits were found; lower the size or widen the lengths"
+        )
+
+
+class SymbolSequenceTask(SyntheticSeq2Seq):
+    """Random strings over `vocab_size` symbols ("0", "1", ...); subclasses define `target`."""
+
+    def __init__(
+        self,
+        vocab_size: int = 10,
+        min_len: int = 5,
+        max_len: int = 10,
+        test_min_len: int | None = None,
+        test_max_len: int | None = None,
+        train_size: int = 5000,
+        val_size: int = 500,
+        test_size: int = 500,
+        batch_size: int = 64,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(
+            "len",
+            (min_len, max_len),
+            (test_min_len, test_max_len),
+            (train_size, val_size, test_size),
+            batch_size,
+            seed,
+        )
+        check("vocab_size", vocab_size, vocab_size >= 2, ">= 2")
+        self.vocab_size = vocab_size
+        self.src_vocab = self.tgt_vocab = Vocab(str(i) for i in range(vocab_size))
+
+    def sample(self, n: int, min_len: int, max_len: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        lengths = torch.randint(min_len, max_len + 1, (n,), generator=generator)
+        symbols = torch.randint(0, self.vocab_size, (n, max_len), generator=generator) + _FIRST_SYMBOL
+        return symbols.masked_fill(~positions(max_len, lengths), PAD), lengths
+
+
+@register_task("copy")
+class CopyTask(SymbolSequenceTask):
+    """y = x: the identity, the simplest test that information flows from encoder to decoder."""
+
+    def target(self, src: Tensor, src_len: Tensor) -> tuple[Tensor, Tensor]:
+        return src, src_len
+
+
+@register_task("reverse")
+class ReverseTask(SymbolSequenceTask):
+    """y = x reversed: the first output needs the last input, far apart for a fixed context C."""
+
+    def target(self, src: Tensor, src_len: Tensor) -> tuple[Tensor, Tensor]:
+        return reverse_padded(src, src_len), src_len
+
+
+@register_task("sort")
+class SortTask(SymbolSequenceTask):
+    """y = x sorted by symbol; each output attends to every input of its value."""
+
+    def target(self, src: Tensor, src_len: Tensor) -> tuple[Tensor, Tensor]:
+        last = torch.iinfo(src.dtype).max  # parks PAD at the end of the sort
+        ordered = src.masked_fill(src == PAD, last).sort(dim=1).values
+        return ordered.masked_fill(ordered == last, PAD), src_len
+
+
+@register_task("addition")
+class AdditionTask(SyntheticSeq2Seq):
+    """Digits of two numbers -> digits of their sum, characters in and out: "123+45" -> "168".
+
+    Operands have `min_digits`-`max_digits` digits (test: `test_min_digits`-`test_max_digits`),
+    without leading zeros; the sum's carries make outputs depend on inputs far to the right.
+    """
+
+    def __init__(
+        self,
+        min_digits: int = 1,
+        max_digits: int = 5,
+        test_min_digits: int | None = None,
+        test_max_digits: int | None = None,
+        train_size: int = 5000,
+        val_size: int = 500,
+        test_size: int = 500,
+        batch_size: int = 64,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(
+            "digits",
+            (min_digits, max_digits),
+            (test_min_digits, test_max_digits),
+            (train_size, val_size, test_size),
+            batch_size,
+            seed,
+        )
+        for field, split in (("max_digits", "train"), ("test_max_digits", "test")):
+            check(field, self.ranges[split][1], self.ranges[split][1] <= 18, "<= 18 (sums must fit in int64)")
+        digits = [str(d) for d in range(10)]
+        self.src_vocab = Vocab([*digits, "+"])
+        self.tgt_vocab = Vocab(digits)
+        self.plus = self.src_vocab.stoi["+"]
+
+    def tokenize(self, text: str) -> list[str]:
+        return list(text.replace(" ", ""))
+
+    def detokenize(self, tokens: list[str]) -> str:
+        return "".join(tokens)
+
+    def sample(self, n: int, min_len: int, max_len: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        def operand() -> tuple[Tensor, Tensor]:
+            count = torch.randint(min_len, max_len + 1, (n,), generator=generator)
+            digits = torch.randint(0, 10, (n, max_len), generator=generator)
+            leading = torch.randint(1, 10, (n,), generator=generator)
+            digits[:, 0] = torch.where(count > 1, leading, digits[:, 0])  # no leading zeros
+            return digits + _FIRST_SYMBOL, count
+
+        (a, a_len), (b, b_len) = operand(), operand()
+        plus = torch.full((n, 1), self.plus)
+        # a, "+", b side by side, then real tokens packed left (a stable sort keeps their order)
+        joined = torch.cat([a, plus, b], dim=1)
+        real = torch.cat([positions(max_len, a_len), plus.bool(), positions(max_len, b_len)], dim=1)
+        order = (~real).to(torch.uint8).sort(dim=1, stable=True).indices
+        src_len = a_len + b_len + 1
+        return joined.gather(1, order).masked_fill(~positions(joined.shape[1], src_len), PAD), src_len
+
+    def target(self, src: Tensor, src_len: Tensor) -> tuple[Tensor, Tensor]:
+        column = torch.arange(src.shape[1])
+        plus_at = (src == self.plus).int().argmax(dim=1, keepdim=True)
+        # a digit's place value is 10^(digits right of it in its own operand)
+        operand_end = torch.where(column < plus_at, plus_at, src_len[:, None])
+        place = (operand_end - 1 - column).clamp(min=0)
+        is_digit = (src != PAD) & (src != self.plus)
+        total = ((src - _FIRST_SYMBOL) * 10**place).masked_fill(~is_digit, 0).sum(dim=1)
+        powers = 10 ** torch.arange(src.shape[1] // 2 + 1)  # the sum has at most max_digits + 1 digits
+        length = (total[:, None] >= powers).sum(dim=1).clamp(min=1)
+        least_first = total[:, None] // powers % 10 + _FIRST_SYMBOL
+        return reverse_padded(least_first, length), length  # reverse_padded also blanks the tail
