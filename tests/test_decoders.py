@@ -1,0 +1,142 @@
+"""RNN decoder: every placement teacher-forced and stepwise, fast path == step loop, key work hoisted."""
+
+import pytest
+import torch
+
+from attnx import registry
+from attnx.nn.decoders import RNNDecoder
+from attnx.nn.encoders import EncoderOutput
+
+VOCAB, EMBED, HIDDEN, ENC = 11, 6, 8, 10
+LENGTHS = torch.tensor([5, 2, 4])
+
+# name, hyperparameters, placement, runs all U steps in one RNN call
+MECHANISMS = [
+    ("none", {}, "none", True),
+    ("fixed_c", {}, "fixed_c", True),
+    ("additive", {}, "before", False),
+    ("dot", {"input_feeding": True}, "after", False),
+    ("dot", {"input_feeding": False}, "after", True),
+    ("multi_head", {"num_heads": 2}, "after", True),
+]
+IDS = ["none", "fixed_c", "additive", "dot-feed", "dot-nofeed", "multi_head"]
+
+
+def encoded(dim: int = ENC) -> EncoderOutput:
+    mask = torch.arange(5) < LENGTHS[:, None]
+    return EncoderOutput(torch.randn(3, 5, dim) * mask[..., None], torch.randn(3, dim), mask)
+
+
+def decoder(name: str, hp: dict, cell: str = "gru", num_layers: int = 1, enc_dim: int = ENC) -> RNNDecoder:
+    """Dims as build_model picks them: scored mechanisms attend in the decoder's space."""
+    placement = registry.get("attention", name).placement
+    dim = HIDDEN if placement in ("before", "after") else enc_dim
+    dims = {"query_dim": HIDDEN, "key_dim": dim, "value_dim": dim}
+    attention = registry.build("attention", {"name": name, **hp}, **dims)
+    return RNNDecoder(VOCAB, EMBED, HIDDEN, enc_dim, attention, cell=cell, num_layers=num_layers).eval()
+
+
+def step_loop(dec: RNNDecoder, enc: EncoderOutput, tgt_in: torch.Tensor):
+    state = dec.init_state(enc)
+    logits, weights = [], []
+    for t in range(tgt_in.size(1)):
+        logits_t, state, weights_t = dec.step(tgt_in[:, t], state)
+        logits.append(logits_t)
+        weights.append(weights_t)
+    return torch.stack(logits, 1), None if weights[0] is None else torch.stack(weights, -2)
+
+
+@pytest.mark.parametrize("cell,num_layers", [("gru", 1), ("lstm", 2), ("rnn", 1)])
+@pytest.mark.parametrize(("name", "hp", "placement", "parallel"), MECHANISMS, ids=IDS)
+def test_teacher_forcing_equals_step_loop(name, hp, placement, parallel, cell, num_layers) -> None:
+    dec = decoder(name, hp, cell, num_layers)
+    assert (dec.placement, dec.parallel) == (placement, parallel)
+    enc, tgt_in = encoded(), torch.randint(1, VOCAB, (3, 7))
+    logits, weights = dec(enc, tgt_in)
+    assert logits.shape == (3, 7, VOCAB)
+    stepped_logits, stepped_weights = step_loop(dec, enc, tgt_in)
+    torch.testing.assert_close(logits, stepped_logits, atol=1e-5, rtol=1e-5)
+    if placement in ("none", "fixed_c"):
+        assert weights is None and stepped_weights is None
+        return
+    heads = (hp["num_heads"],) if "num_heads" in hp else ()
+    assert weights.shape == (3, *heads, 7, 5)
+    torch.testing.assert_close(weights, stepped_weights, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(weights.sum(-1), torch.ones(weights.shape[:-1]))
+    key_mask = enc.mask.view(3, *(1 for _ in heads), 1, 5).expand_as(weights)
+    assert (weights[~key_mask] == 0).all()
+
+
+@pytest.mark.parametrize(("name", "hp", "placement", "parallel"), MECHANISMS, ids=IDS)
+def test_placement_decides_what_the_decoder_sees(name, hp, placement, parallel) -> None:
+    """none/fixed_c see only the summary; attention mechanisms read the states."""
+    dec = decoder(name, hp)
+    enc, tgt_in = encoded(), torch.randint(1, VOCAB, (3, 4))
+    other_states = EncoderOutput(torch.randn_like(enc.states) * enc.mask[..., None], enc.summary, enc.mask)
+    other_summary = EncoderOutput(enc.states, torch.randn_like(enc.summary), enc.mask)
+    logits = dec(enc, tgt_in)[0]
+    assert not torch.allclose(logits, dec(other_summary, tgt_in)[0])  # the bridge s_0 = tanh(W h)
+    reads_states = not torch.allclose(logits, dec(other_states, tgt_in)[0])
+    assert reads_states == (placement in ("before", "after"))
+
+
+@pytest.mark.parametrize(("name", "hp", "placement", "parallel"), MECHANISMS[1:], ids=IDS[1:])
+def test_key_work_runs_once_per_sequence(name, hp, placement, parallel, monkeypatch) -> None:
+    dec = decoder(name, hp)
+    calls = []
+    original = dec.attention.prepare
+    monkeypatch.setattr(dec.attention, "prepare", lambda *args: calls.append(1) or original(*args))
+    enc, tgt_in = encoded(), torch.randint(1, VOCAB, (3, 6))
+    dec(enc, tgt_in)
+    assert len(calls) == 1
+    state = dec.init_state(enc)
+    for t in range(6):
+        _, state, _ = dec.step(tgt_in[:, t], state)
+    assert len(calls) == 2
+
+
+@pytest.mark.parametrize(("name", "hp", "placement", "parallel"), MECHANISMS, ids=IDS)
+def test_select_reorders_the_recurrent_state(name, hp, placement, parallel) -> None:
+    dec = decoder(name, hp, cell="lstm", num_layers=2)
+    enc = encoded()
+    same_source = EncoderOutput(*(t[:1].expand(3, *t.shape[1:]) for t in enc))  # beams of one source
+    state = dec.init_state(same_source)
+    _, state, _ = dec.step(torch.tensor([4, 5, 6]), state)
+    index = torch.tensor([2, 2, 0])
+    logits, _, _ = dec.step(torch.tensor([7, 7, 7]), state)
+    reordered, _, _ = dec.step(torch.tensor([7, 7, 7]), state.select(index))
+    torch.testing.assert_close(reordered, logits[index])
+    assert not torch.allclose(logits[0], logits[1])
+
+
+def test_input_feeding_feeds_the_attentional_state() -> None:
+    dec = decoder("dot", {"input_feeding": True})
+    assert dec.rnn.input_size == EMBED + HIDDEN
+    state = dec.init_state(encoded())
+    assert torch.equal(state.feed, torch.zeros(3, 1, HIDDEN))
+    _, state, _ = dec.step(torch.tensor([4, 5, 6]), state)
+    assert state.feed.abs().sum() > 0
+    assert decoder("dot", {"input_feeding": False}).rnn.input_size == EMBED
+    assert decoder("multi_head", {"num_heads": 2}).input_feeding is False  # no such option: no feeding
+
+
+@pytest.mark.parametrize("name", ["dot", "multi_head", "additive"])
+def test_states_are_projected_when_dims_differ(name) -> None:
+    """`dot` needs Dq == Dk: a decoder of size 8 over encoder states of size 10 attends over W_m h."""
+    dec = decoder(name, {})
+    assert dec.project is not None and dec.project.weight.shape == (HIDDEN, ENC)
+    logits, _ = dec(encoded(), torch.randint(1, VOCAB, (3, 4)))
+    logits.sum().backward()
+    assert dec.project.weight.grad.abs().sum() > 0
+    same = decoder(name, {}, enc_dim=HIDDEN)
+    assert same.project is None  # same dims: attend over the states themselves (pure Luong dot)
+    assert same(encoded(HIDDEN), torch.randint(1, VOCAB, (3, 4)))[0].shape == (3, 4, VOCAB)
+
+
+def test_unknown_placement_is_rejected() -> None:
+    attention = registry.build(
+        "attention", {"name": "dot"}, query_dim=HIDDEN, key_dim=HIDDEN, value_dim=HIDDEN
+    )
+    attention.placement = "sideways"
+    with pytest.raises(ValueError, match="placement='sideways'"):
+        RNNDecoder(VOCAB, EMBED, HIDDEN, ENC, attention)
