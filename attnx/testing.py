@@ -43,7 +43,9 @@ def check_score(cls: type[Score], **hyperparams: Any) -> None:
         try:
             out = score(q, score.prepare(k))
         except Exception as error:
-            raise AssertionError(f"{label}: failed for Tq={tq}: {type(error).__name__}: {error}") from error
+            raise AssertionError(
+                f"{label} (Tq={tq}): forward failed: {type(error).__name__}: {error}"
+            ) from error
         expected = (2, 3, tq, TK)
         _require(
             tuple(out.shape) == expected,
