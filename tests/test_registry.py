@@ -1,0 +1,104 @@
+"""Registry: duplicate names, base classes, did-you-mean lookups, ConfigStore entries, Hydra overrides."""
+
+import inspect
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.config_store import ConfigStore
+from hydra.errors import ConfigCompositionException
+from omegaconf import MISSING, OmegaConf
+from omegaconf.errors import ValidationError
+
+from attnx import Score, available
+from attnx.nn.scores import DotScore
+from attnx.registry import Registry, RegistryError, build, get, registry
+
+
+def test_available_lists_builtins() -> None:
+    assert {"dot", "scaled_dot", "general", "additive", "cosine"} <= set(available("score"))
+    assert {"none", "fixed_c", "additive", "dot", "multi_head"} <= set(available("attention"))
+
+
+def test_duplicate_name_names_both_places() -> None:
+    scores = Registry("score", "attnx.nn.scores:Score")
+
+    class First(Score):
+        pass
+
+    class Second(Score):
+        pass
+
+    scores.register("_test_duplicate")(First)
+    scores.register("_test_duplicate")(First)  # re-registering the same class is harmless
+    with pytest.raises(RegistryError, match="registered twice") as error:
+        scores.register("_test_duplicate")(Second)
+    for cls in (First, Second):
+        assert f"{__file__}:{inspect.getsourcelines(cls)[1]}" in str(error.value)
+
+
+def test_base_class_is_enforced() -> None:
+    class NotAScore:
+        pass
+
+    with pytest.raises(RegistryError, match=r"must subclass attnx\.nn\.scores\.Score"):
+        Registry("score", "attnx.nn.scores:Score").register("_test_bad")(NotAScore)
+    with pytest.raises(RegistryError, match=r"must subclass attnx\.nn\.attention\.Attention"):
+        Registry("attention", "attnx.nn.attention:Attention").register("_test_bad")(DotScore)
+
+
+def test_unknown_name_suggests_the_closest_and_lists_all() -> None:
+    with pytest.raises(RegistryError) as error:
+        get("score", "scaled-dot")
+    message = str(error.value)
+    assert "unknown score 'scaled-dot'; did you mean 'scaled_dot'?" in message
+    assert all(name in message.split("available:")[1] for name in available("score"))
+    with pytest.raises(RegistryError, match="unknown registry kind 'scores'; did you mean 'score'"):
+        registry("scores")
+
+
+def test_config_store_nodes_are_typed() -> None:
+    cosine = ConfigStore.instance().load("score/cosine.yaml").node
+    assert OmegaConf.to_container(cosine) == {
+        "name": "cosine",
+        "temperature": 0.1,
+        "learn_temperature": False,
+    }
+    with pytest.raises(ValidationError):
+        cosine.temperature = "abc"
+    cosine.learn_temperature = "true"  # OmegaConf converts what it can
+    assert cosine.learn_temperature is True
+    additive = ConfigStore.instance().load("score/additive.yaml").node
+    additive.hidden_dim = None  # Optional[int]
+    with pytest.raises(ValidationError):
+        additive.hidden_dim = "wide"
+    # structural arguments are supplied by the model, not the user
+    mha = ConfigStore.instance().load("attention/multi_head.yaml").node
+    assert set(mha) == {"name", "num_heads", "dropout"}
+    assert registry("attention").entry("dot").hyperparams() == {"input_feeding": True}
+
+
+def test_required_hyperparams_are_missing() -> None:
+    class Needs(Score):
+        def __init__(self, query_dim: int, key_dim: int, width: int, tag: str = "x") -> None:
+            super().__init__(query_dim, key_dim)
+
+    scores = Registry("score", "attnx.nn.scores:Score")
+    scores.register("_test_required")(Needs)
+    assert scores.entry("_test_required").hyperparams() == {"width": MISSING, "tag": "x"}
+
+
+def test_build_from_config() -> None:
+    score = build("score", {"name": "cosine", "temperature": 0.5}, query_dim=4, key_dim=4)
+    assert score.log_tau.exp().item() == pytest.approx(0.5)
+
+
+def test_hydra_compose_overrides(tmp_path: Path) -> None:
+    (tmp_path / "train.yaml").write_text("defaults:\n  - score: null\n  - _self_\n")
+    with initialize_config_dir(version_base=None, config_dir=str(tmp_path)):
+        cfg = compose("train", overrides=["score=cosine", "score.temperature=0.1"])
+        assert cfg.score == {"name": "cosine", "temperature": 0.1, "learn_temperature": False}
+        assert compose("train", overrides=["score=cosine", "score.temperature=0.5"]).score.temperature == 0.5
+        with pytest.raises(ConfigCompositionException, match=r"score\.temperature") as error:
+            compose("train", overrides=["score=cosine", "score.temperature=abc"])
+        assert "float" in str(error.value.__cause__).lower()
