@@ -145,4 +145,3 @@ class Seq2Seq(nn.Module):
         logits, _ = self(src, src_len, tgt_in, need_weights=False)
         log_probs = torch.log_softmax(logits.float(), dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
         return log_probs.masked_fill(~until_eos(tokens), 0.0).sum(1)
-
