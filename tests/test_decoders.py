@@ -140,3 +140,11 @@ def test_unknown_placement_is_rejected() -> None:
     attention.placement = "sideways"
     with pytest.raises(ValueError, match="placement='sideways'"):
         RNNDecoder(VOCAB, EMBED, HIDDEN, ENC, attention)
+
+
+@pytest.mark.parametrize(("name", "hp", "placement", "parallel"), MECHANISMS, ids=IDS)
+def test_gradients_reach_every_decoder_parameter(name, hp, placement, parallel) -> None:
+    dec = decoder(name, hp, cell="lstm", num_layers=2).train()
+    logits, _ = dec(encoded(), torch.randint(1, VOCAB, (3, 4)))
+    logits.sum().backward()
+    assert [n for n, p in dec.named_parameters() if p.grad is None or p.grad.abs().sum() == 0] == []

@@ -23,7 +23,12 @@ class Classifier(nn.Module):
         super().__init__()
         self.encoder = encoder
         self.attention = attention
-        self.query = nn.Parameter(torch.randn(1, 1, encoder.output_dim) * encoder.output_dim**-0.5)
+        query = torch.randn(1, 1, encoder.output_dim) * encoder.output_dim**-0.5
+        if attention.placement in ("none", "fixed_c"):
+            # These pool without a query; a buffer keeps it out of the optimiser and DDP's unused check.
+            self.register_buffer("query", query, persistent=False)
+        else:
+            self.query = nn.Parameter(query)
         self.head = nn.Sequential(nn.Dropout(dropout), nn.Linear(attention.output_dim, num_classes))
 
     def forward(
