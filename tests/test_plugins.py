@@ -1,0 +1,148 @@
+"""Plugins end to end: discovery from ATTNX_PLUGIN_PATH and entry points via the real `attnx plugins`
+CLI, import errors naming the file, and the example plugins in ./plugins passing the kit."""
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import torch
+
+from attnx.registry import get, load_file
+from attnx.testing import check_attention, check_score
+
+REPO = Path(__file__).resolve().parents[1]
+ATTNX = Path(sys.executable).parent / "attnx"
+
+LAPLACE = '''
+"""f(q, k) = -‖q − k‖₁ / scale"""
+import torch
+from attnx import Score, register_score
+from attnx.nn.scores import require_equal_dims
+
+
+@register_score("{name}")
+class LaplaceScore(Score):
+    def __init__(self, query_dim: int, key_dim: int, scale: float = 1.0) -> None:
+        super().__init__(query_dim, key_dim)
+        require_equal_dims("{name}", query_dim, key_dim)
+        self.scale = scale
+
+    def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        return -(query.unsqueeze(-2) - keys.unsqueeze(-3)).abs().sum(-1) / self.scale
+'''
+
+
+def attnx(*args: str, cwd: Path, plugin_path: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ATTNX_PLUGIN_PATH": str(plugin_path or "")}
+    return subprocess.run(
+        [ATTNX, "plugins", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_plugin_on_path_is_listed_and_passes_check(tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "laplace.py").write_text(LAPLACE.format(name="laplace"))
+    listing = attnx(cwd=tmp_path, plugin_path=folder)
+    assert listing.returncode == 0, listing.stderr
+    line = next(line for line in listing.stdout.splitlines() if line.split()[:1] == ["laplace"])
+    assert str(folder / "laplace.py") in line and "scale=1.0" in line
+    assert "gaussian" not in listing.stdout  # ./plugins is relative to the cwd
+    checked = attnx("check", cwd=tmp_path, plugin_path=folder)
+    assert checked.returncode == 0, checked.stdout
+    assert (
+        "PASS  score laplace" in checked.stdout
+        and "PASS  attention multi_head score=laplace" in checked.stdout
+    )
+
+
+def test_failing_checks_exit_1(tmp_path: Path) -> None:
+    (tmp_path / "unused_param.py").write_text(
+        "import torch\nfrom attnx import Score, register_score\n\n\n@register_score('unused_param')\n"
+        "class UnusedParam(Score):\n"
+        "    def __init__(self, query_dim: int, key_dim: int) -> None:\n"
+        "        super().__init__(query_dim, key_dim)\n"
+        "        self.w = torch.nn.Parameter(torch.ones(1))\n\n"
+        "    def forward(self, query, keys):\n"
+        "        return query.sum(-1, keepdim=True) + keys.sum(-1).unsqueeze(-2)\n"
+    )
+    checked = attnx("check", cwd=REPO, plugin_path=tmp_path)
+    assert checked.returncode == 1
+    assert (
+        "FAIL  score unused_param: score UnusedParam: parameter 'score.w' receives no gradient"
+        in checked.stdout
+    )
+    assert "PASS  attention local_window score=gaussian" in checked.stdout  # ./plugins of the cwd
+
+
+def test_plugin_import_error_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text("raise RuntimeError('half-written plugin')\n")
+    result = attnx(cwd=tmp_path, plugin_path=tmp_path)
+    assert result.returncode == 2
+    expected = f"plugin {tmp_path / 'broken.py'} failed to import: RuntimeError: half-written plugin"
+    assert result.stderr.strip().splitlines() == [f"attnx plugins: error: {expected}"]
+
+
+@pytest.fixture
+def installed_plugin(tmp_path: Path) -> Iterator[str]:
+    """A tiny distribution with an `attnx.plugins` entry point, installed into this venv."""
+    dist = "attnxdemoplugin"
+    (tmp_path / "pyproject.toml").write_text(
+        f'[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "{dist}"\nversion = "0.1"\n\n'
+        f'[project.entry-points."attnx.plugins"]\nlaplace = "{dist}"\n\n'
+        f'[tool.setuptools]\npy-modules = ["{dist}"]\n'
+    )
+    (tmp_path / f"{dist}.py").write_text(LAPLACE.format(name="laplace_ep"))
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "install", "--no-deps", "--no-build-isolation", str(tmp_path)], check=True)
+    try:
+        yield dist
+    finally:
+        subprocess.run([*pip, "uninstall", "-y", dist], check=True)
+
+
+def test_entry_point_plugin_is_listed_with_its_distribution(installed_plugin: str, tmp_path: Path) -> None:
+    listing = attnx(cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    line = next(line for line in listing.stdout.splitlines() if line.split()[:1] == ["laplace_ep"])
+    assert f"dist {installed_plugin}" in line and "scale=1.0" in line
+    checked = attnx("check", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout
+    assert (
+        "PASS  score laplace_ep" in checked.stdout
+        and "PASS  attention dot score=laplace_ep" in checked.stdout
+    )
+
+
+def test_example_plugins_pass_the_kit() -> None:
+    load_file(REPO / "plugins" / "gaussian.py")
+    load_file(REPO / "plugins" / "local_window.py")
+    gaussian, local = get("score", "gaussian"), get("attention", "local_window")
+    check_score(gaussian)
+    check_score(gaussian, bandwidth=0.5, learn_bandwidth=True)
+    for score in ("dot", "general", "gaussian"):
+        check_attention(local, score)
+    check_attention(local, window=1, predict_centre=False)
+
+    q, k = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
+    g = gaussian(4, 4, bandwidth=0.5)
+    torch.testing.assert_close(g(q, g.prepare(k)), -torch.cdist(q, k).pow(2) / (2 * 0.5**2))
+
+
+def test_local_window_weights_stay_in_the_window() -> None:
+    load_file(REPO / "plugins" / "local_window.py")
+    att = get("attention", "local_window")(4, 4, 4, window=1, predict_centre=False)
+    mask = torch.tensor([[True] * 6, [True] * 3 + [False] * 3])
+    states = torch.randn(2, 6, 4)
+    _, weights = att(states, states, states, mask)  # self-attention: centre p_i = i for the full row
+    i, j = torch.arange(6)[:, None], torch.arange(6)
+    assert (weights[0][(i - j).abs() > 1] == 0).all() and (weights[0][(i - j).abs() <= 1] > 0).all()
+    # the short row's 6 queries map onto its 3 keys: every row keeps at least one key
+    assert torch.allclose(weights[1].sum(-1), torch.ones(6)) and (weights[1][:, 3:] == 0).all()
+    predicted = get("attention", "local_window")(4, 4, 4, window=1)
+    _, weights = predicted(states[:, :1], states, states, mask)
+    assert ((weights > 0).sum(-1) <= 3).all()
