@@ -52,6 +52,10 @@ class DecoderState(NamedTuple):
 
 
 class RNNDecoder(nn.Module):
+    """Hosts `attention` by its placement (module docstring): `forward` teacher-forces a whole target,
+    `init_state` + `step` decode one token at a time for greedy and beam search.
+    """
+
     def __init__(
         self,
         vocab_size: int,
