@@ -20,7 +20,7 @@ from typing import Any
 
 import torch
 
-from attnx.nn.attention import Attention, ScoredAttention, ScoreFactory
+from attnx.nn.attention import PLACEMENTS, Attention, ScoredAttention, ScoreFactory
 from attnx.nn.scores import Score
 from attnx.registry import load_all, registry
 
@@ -66,6 +66,7 @@ def check_attention(
     else:
         factory, named = score, getattr(score, "__name__", score)
     label = f"attention {cls.__name__}" + ("" if score is None else f" with score {named}")
+    _require(cls.placement in PLACEMENTS, f"{label}: placement '{cls.placement}' is not one of {PLACEMENTS}")
     _check(lambda dq, dk, dv: cls(dq, dk, dv, factory, **hyperparams), label)
 
 

@@ -23,7 +23,7 @@ class GaussianScore(Score):
         self, query_dim: int, key_dim: int, bandwidth: float = 1.0, learn_bandwidth: bool = False
     ) -> None:
         super().__init__(query_dim, key_dim)
-        require_equal_dims("gaussian", query_dim, key_dim)
+        require_equal_dims(self)
         log_sigma = torch.tensor(math.log(bandwidth))
         if learn_bandwidth:
             self.log_sigma = nn.Parameter(log_sigma)  # log keeps σ positive

@@ -27,7 +27,7 @@ from attnx.nn.scores import require_equal_dims
 class LaplaceScore(Score):
     def __init__(self, query_dim: int, key_dim: int, scale: float = 1.0) -> None:
         super().__init__(query_dim, key_dim)
-        require_equal_dims("{name}", query_dim, key_dim)
+        require_equal_dims(self)
         self.scale = scale
 
     def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:

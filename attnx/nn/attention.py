@@ -12,6 +12,7 @@ from torch import nn
 from attnx.nn.scores import ScaledDotScore, Score
 from attnx.registry import register_attention, registry
 
+PLACEMENTS = ("none", "fixed_c", "before", "after")  # see Attention
 ScoreFactory = Callable[[int, int], Score]  # (query_dim, key_dim) -> Score; a Score class is one
 
 

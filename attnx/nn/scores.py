@@ -36,12 +36,12 @@ class Score(nn.Module):
         raise NotImplementedError
 
 
-def require_equal_dims(score: str, query_dim: int, key_dim: int) -> None:
+def require_equal_dims(score: Score) -> None:
     """Scores that compare q and k coordinate by coordinate need Dq == Dk."""
-    if query_dim != key_dim:
+    if score.query_dim != score.key_dim:
         raise ValueError(
-            f"score '{score}' needs query_dim == key_dim, got query_dim={query_dim} and "
-            f"key_dim={key_dim}; 'general' and 'additive' accept different dims"
+            f"{type(score).__name__} needs query_dim == key_dim, got query_dim={score.query_dim} and "
+            f"key_dim={score.key_dim}; 'general' and 'additive' accept different dims"
         )
 
 
@@ -51,7 +51,7 @@ class DotScore(Score):
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__(query_dim, key_dim)
-        require_equal_dims("dot", query_dim, key_dim)
+        require_equal_dims(self)
 
     def forward(self, query: torch.Tensor, prepared: torch.Tensor) -> torch.Tensor:
         return query @ prepared.transpose(-1, -2)
@@ -117,7 +117,7 @@ class CosineScore(Score):
         self, query_dim: int, key_dim: int, temperature: float = 0.1, learn_temperature: bool = False
     ) -> None:
         super().__init__(query_dim, key_dim)
-        require_equal_dims("cosine", query_dim, key_dim)
+        require_equal_dims(self)
         if temperature <= 0:
             raise ValueError(f"score 'cosine' needs temperature > 0, got {temperature}")
         log_tau = torch.tensor(math.log(temperature))
