@@ -146,3 +146,12 @@ def test_local_window_weights_stay_in_the_window() -> None:
     predicted = get("attention", "local_window")(4, 4, 4, window=1)
     _, weights = predicted(states[:, :1], states, states, mask)
     assert ((weights > 0).sum(-1) <= 3).all()
+
+
+def test_plugins_command_does_not_import_lightning() -> None:
+    code = "import sys, attnx.plugins as p; p.main([]); print([m for m in sys.modules if 'lightning' in m])"
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]" and "multi_head" in result.stdout
