@@ -3,4 +3,4 @@
 Importing this package registers the built-in tasks.
 """
 
-from attnx.tasks import synthetic  # noqa: F401  (registers copy, reverse, sort, addition)
+from attnx.tasks import listops, sentiment, synthetic  # noqa: F401  (each module registers its tasks)
