@@ -1,0 +1,307 @@
+"""Tasks: determinism, correct targets, disjoint splits, trimmed batches, clear argument errors."""
+
+from __future__ import annotations
+
+import statistics
+
+import pytest
+import torch
+from omegaconf import OmegaConf, ValidationError
+
+from attnx.registry import available, config_class, registry
+from attnx.tasks.base import SPLITS, Batch, Task
+from attnx.tasks.listops import OPERATORS
+from attnx.tasks.sentiment import NEGATIVE, NEGATORS, POSITIVE, polarity
+from attnx.tasks.text import TextTask
+from attnx.tasks.vocab import BOS, EOS, PAD, UNK
+
+BUILT_IN = ["addition", "copy", "listops", "reverse", "sentiment", "sort"]
+TINY = {"train_size": 60, "val_size": 20, "test_size": 20, "batch_size": 16}
+
+
+def make(name: str, **kwargs) -> Task:
+    task = registry("task").get(name)(**{**TINY, **kwargs})
+    task.setup()
+    return task
+
+
+def sources(task: Task, split: str) -> list[list[str]]:
+    return [task.src_vocab.decode(row.tolist()) for row in task.splits[split].src]
+
+
+def targets(task: Task, split: str) -> list[list[str]]:
+    return [task.tgt_vocab.decode(row[1:].tolist()) for row in task.splits[split].tgt]
+
+
+def labels(task: Task, split: str) -> list[str]:
+    return [task.classes[i] for i in task.splits[split].label.tolist()]
+
+
+def test_built_in_tasks_are_registered() -> None:
+    assert set(BUILT_IN) <= set(available("task"))
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_task_builds_splits_and_batches(name: str) -> None:
+    task = make(name)
+    assert [len(task.splits[s]) for s in SPLITS] == [60, 20, 20]
+    batches = list(task.dataloader("train"))
+    assert len(batches) == 4 and all(isinstance(b, Batch) for b in batches)
+    for b in batches:
+        assert b.src.dtype == torch.long and b.src.shape[1] == int(b.src_len.max())  # trimmed to the batch
+        assert torch.equal((b.src != PAD).sum(1), b.src_len)
+        if task.kind == "seq2seq":
+            assert b.label is None and (b.tgt[:, 0] == BOS).all()
+            tgt_len = (b.tgt != PAD).sum(1)
+            assert b.tgt.shape[1] == int(tgt_len.max())
+            assert (b.tgt.gather(1, (tgt_len - 1)[:, None]) == EOS).all()
+        else:
+            assert b.tgt is None and b.label.shape == b.src_len.shape
+            assert int(b.label.min()) >= 0 and int(b.label.max()) < len(task.classes)
+    assert torch.equal(torch.cat([b.src_len for b in batches]), task.splits["train"].src_len)
+
+
+@pytest.mark.parametrize("name", BUILT_IN)
+def test_splits_are_deterministic_per_seed_and_disjoint(name: str) -> None:
+    a, b, other = make(name, seed=1), make(name, seed=1), make(name, seed=2)
+    for split in SPLITS:
+        assert torch.equal(a.splits[split].src, b.splits[split].src)
+    assert sources(a, "train") != sources(other, "train")
+    train = {tuple(s) for s in sources(a, "train")}
+    val = {tuple(s) for s in sources(a, "val")}
+    test = {tuple(s) for s in sources(a, "test")}
+    assert not (train & val) and not (train & test) and not (val & test)
+
+
+def test_shuffling_is_deterministic_and_changes_per_epoch() -> None:
+    def order(task: Task, epoch: int) -> list[int]:
+        loader = task.dataloader("train", shuffle=True)
+        loader.sampler.set_epoch(epoch)
+        return torch.cat([b.src_len for b in loader]).tolist()
+
+    a, b = make("reverse", seed=3), make("reverse", seed=3)
+    assert order(a, 0) == order(b, 0) and order(a, 1) == order(b, 1)
+    assert order(a, 0) != order(a, 1)
+    assert sorted(order(a, 0)) == sorted(a.splits["train"].src_len.tolist())  # each example once
+    loader = b.dataloader("train", shuffle=True)  # used bare, without Lightning's set_epoch
+    assert [torch.cat([x.src_len for x in loader]).tolist() for _ in range(2)] == [order(a, 0), order(a, 1)]
+
+
+def test_copy_reverse_sort_targets() -> None:
+    for name, expected in (
+        ("copy", list),
+        ("reverse", lambda s: s[::-1]),
+        ("sort", lambda s: sorted(s, key=int)),
+    ):
+        task = make(name, vocab_size=12)
+        for split in SPLITS:
+            assert targets(task, split) == [expected(s) for s in sources(task, split)], name
+
+
+def test_addition_targets_are_sums() -> None:
+    task = make("addition", min_digits=1, max_digits=12, test_min_digits=13, test_max_digits=18)
+    for split in SPLITS:
+        for src, tgt in zip(sources(task, split), targets(task, split)):
+            a, b = "".join(src).split("+")
+            assert int("".join(tgt)) == int(a) + int(b) and (tgt[0] != "0" or len(tgt) == 1)
+            assert a[0] != "0" or len(a) == 1  # no leading zeros
+    digits = [len(x) for s in sources(task, "test") for x in "".join(s).split("+")]
+    assert min(digits) >= 13 and max(digits) <= 18
+
+
+def test_test_split_has_its_own_length_range() -> None:
+    task = make("reverse", min_len=3, max_len=5, test_min_len=8, test_max_len=10)
+    for split, (low, high) in (("train", (3, 5)), ("val", (3, 5)), ("test", (8, 10))):
+        lengths = task.splits[split].src_len
+        assert int(lengths.min()) >= low and int(lengths.max()) <= high
+    assert set(task.splits["test"].src_len.tolist()) == {8, 9, 10}
+
+
+def evaluate_listops(tokens: list[str]) -> int:
+    """Reference evaluator (a stack machine, independent of the generator's recursion)."""
+    apply = {
+        "[MIN": min,
+        "[MAX": max,
+        "[MED": lambda v: int(statistics.median(v)),
+        "[SM": lambda v: sum(v) % 10,
+    }
+    stack: list = [[]]
+    for token in tokens:
+        if token in apply:
+            stack.append([token])
+        elif token == "]":
+            op, *args = stack.pop()
+            stack[-1].append(apply[op](args))
+        else:
+            stack[-1].append(int(token))
+    (value,) = stack[0]
+    return value
+
+
+def test_listops_labels_match_a_reference_evaluator() -> None:
+    task = make("listops", min_len=5, max_len=60, max_depth=4, max_args=5)
+    for split in SPLITS:
+        for src, label in zip(sources(task, split), labels(task, split)):
+            assert 5 <= len(src) <= 60
+            assert evaluate_listops(src) == int(label)
+    assert task.classes == [str(d) for d in range(10)]
+    assert set(task.src_vocab.itos[4:]) == {*OPERATORS, "]", *(str(d) for d in range(10))}
+    assert max(nesting(s) for s in sources(task, "train")) <= 3  # operators only above max_depth
+
+
+def nesting(tokens: list[str]) -> int:
+    depth = deepest = 0
+    for token in tokens:
+        depth += 1 if token in OPERATORS else -1 if token == "]" else 0
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def flips(words: list[str]) -> str:
+    """Independent reading of the rule: each negator flips the next sentiment word."""
+    sentiment = [w for w in words if w in POSITIVE | NEGATIVE]
+    if not sentiment:
+        return "neutral"
+    last = max(i for i, w in enumerate(words) if w in POSITIVE | NEGATIVE)
+    previous = max((i for i, w in enumerate(words[:last]) if w in POSITIVE | NEGATIVE), default=-1)
+    negated = any(w in NEGATORS for w in words[previous + 1 : last])
+    return "positive" if (words[last] in POSITIVE) != negated else "negative"
+
+
+@pytest.mark.parametrize(
+    ("sentence", "label"),
+    [
+        ("i really hate this movie", "negative"),
+        ("the plot was not bad at all", "positive"),
+        ("i do not really like this film", "negative"),
+        ("honestly the acting was very good", "positive"),
+        ("yesterday i never hate the ending", "positive"),
+        ("the movie was not long", "neutral"),
+    ],
+)
+def test_sentiment_rule_on_hand_made_sentences(sentence: str, label: str) -> None:
+    assert polarity(sentence.split()) == label
+
+
+@pytest.mark.parametrize("num_classes", [2, 3])
+def test_sentiment_labels_lengths_and_one_opinion(num_classes: int) -> None:
+    task = make("sentiment", num_classes=num_classes, min_len=12, max_len=25, train_size=300)
+    assert task.classes == ["negative", "positive", "neutral"][:num_classes]
+    for split in SPLITS:
+        for words, label in zip(sources(task, split), labels(task, split)):
+            assert 12 <= len(words) <= 25
+            assert sum(w in POSITIVE | NEGATIVE for w in words) <= 1  # filler never carries sentiment
+            assert flips(words) == label
+    train = list(zip(sources(task, "train"), labels(task, "train")))
+    assert {label for _, label in train} == set(task.classes)
+    negated = [label for words, label in train if NEGATORS & set(words) and label != "neutral"]
+    assert {"positive", "negative"} == set(negated)  # negation occurs with both outcomes
+
+
+def test_tokenize_and_encode_source_round_trip() -> None:
+    reverse, addition, sentiment = make("reverse"), make("addition"), make("sentiment")
+    src, src_len = reverse.encode_source("3 1 4 1 5")
+    assert src.shape == (1, 5) and src_len.tolist() == [5]
+    assert reverse.detokenize(reverse.src_vocab.decode(src[0].tolist())) == "3 1 4 1 5"
+    src, _ = addition.encode_source("12 + 345")
+    assert addition.detokenize(addition.src_vocab.decode(src[0].tolist())) == "12+345"
+    assert sentiment.tokenize("I really HATE this movie!") == ["i", "really", "hate", "this", "movie", "!"]
+    src, _ = sentiment.encode_source("I really hate this movie")
+    assert UNK not in src[0].tolist()
+    with pytest.raises(ValueError, match="no tokens"):
+        reverse.encode_source("   ")
+
+
+@pytest.mark.parametrize(
+    ("name", "kwargs", "field"),
+    [
+        ("reverse", {"train_size": -1}, "train_size"),
+        ("reverse", {"min_len": 5, "max_len": 4}, "max_len"),
+        ("reverse", {"min_len": 0}, "min_len"),
+        ("copy", {"test_min_len": 30, "test_max_len": 20}, "test_max_len"),
+        ("sort", {"vocab_size": 1}, "vocab_size"),
+        ("reverse", {"batch_size": 0}, "batch_size"),
+        ("reverse", {"seed": -1}, "seed"),
+        ("addition", {"max_digits": 19}, "max_digits"),
+        ("addition", {"test_min_digits": 0}, "test_min_digits"),
+        ("sentiment", {"num_classes": 4}, "num_classes"),
+        ("sentiment", {"max_len": 5}, "max_len"),
+        ("listops", {"max_args": 1}, "max_args"),
+        ("listops", {"min_len": 50, "max_len": 40}, "max_len"),
+        ("listops", {"val_size": 0}, "val_size"),
+    ],
+)
+def test_invalid_arguments_name_the_field(name: str, kwargs: dict, field: str) -> None:
+    with pytest.raises(ValueError, match=rf"^task\.{field}=.* must be"):
+        registry("task").get(name)(**kwargs)
+
+
+def test_val_and_test_avoid_earlier_splits_in_a_small_space() -> None:
+    symbols = make("copy", vocab_size=2, min_len=1, max_len=6, train_size=80)  # 126 strings in all
+    listops = make("listops", min_len=1, max_len=1, train_size=5, val_size=3, test_size=2)  # 10 digits
+    for task in (symbols, listops):
+        seen = [{tuple(s) for s in sources(task, split)} for split in SPLITS]
+        assert not (seen[0] & seen[1]) and not (seen[0] | seen[1]) & seen[2]
+    assert sorted(s for split in SPLITS for (s,) in sources(listops, split)) == [str(d) for d in range(10)]
+
+
+def test_exhausted_sequence_space_is_a_clear_error() -> None:
+    task = registry("task").get("copy")(vocab_size=2, min_len=1, max_len=2, train_size=200, val_size=10)
+    with pytest.raises(ValueError, match=r"task\.val_size=10 .* only 0 sources"):
+        task.setup()
+    task = registry("task").get("listops")(min_len=1, max_len=1, train_size=8, val_size=3)
+    with pytest.raises(ValueError, match=r"task\.val_size=3 .* only 2 distinct"):
+        task.setup()
+
+
+@pytest.mark.parametrize(
+    ("name", "fields"),
+    [
+        ("reverse", ["vocab_size", "min_len", "max_len", "test_min_len", "test_max_len"]),
+        ("addition", ["min_digits", "max_digits", "test_min_digits", "test_max_digits"]),
+        ("sentiment", ["min_len", "max_len", "num_classes"]),
+        ("listops", ["min_len", "max_len", "max_depth", "max_args"]),
+    ],
+)
+def test_structured_config_fields(name: str, fields: list[str]) -> None:
+    params = registry("task").entry(name).hyperparams()
+    assert list(params) == [*fields, "train_size", "val_size", "test_size", "batch_size", "seed"]
+    assert all(params[f] is None for f in fields if f.startswith("test_"))  # test range defaults to train's
+    config = OmegaConf.structured(config_class(registry("task").entry(name)))
+    with pytest.raises(ValidationError):
+        config.train_size = "many"  # typed fields: a wrong type fails at composition, not deep in training
+    if "test_max_len" in fields:
+        config.test_max_len = None
+
+
+class Pairs(TextTask):
+    """A file-backed task in miniature: only `examples()` is written."""
+
+    kind = "seq2seq"
+    min_freq = 2
+
+    def examples(self) -> dict[str, list[tuple[str, str]]]:
+        return {
+            "train": [("a b", "x"), ("b a c", "y x"), ("a", "x y")],
+            "val": [("a z", "x")],
+            "test": [("b", "y")],
+        }
+
+
+class Labels(TextTask):
+    kind = "classification"
+
+    def examples(self) -> dict[str, list[tuple[str, str]]]:
+        return {"train": [("a b", "yes"), ("b", "no")], "val": [("a", "yes")], "test": [("b", "maybe")]}
+
+
+def test_text_task_needs_only_examples() -> None:
+    task = Pairs(batch_size=2)
+    task.setup()
+    assert "c" not in task.src_vocab.stoi  # seen once in train, below min_freq
+    assert sources(task, "val") == [["a", "<unk>"]]  # "z" is not in train's vocabulary
+    assert targets(task, "train") == [["x"], ["y", "x"], ["x", "y"]]
+    batch = next(iter(task.dataloader("train")))
+    assert batch.tgt.tolist()[0] == [BOS, task.tgt_vocab.stoi["x"], EOS, PAD]
+    with pytest.raises(ValueError, match="test split has labels not in train: maybe"):
+        Labels().setup()
