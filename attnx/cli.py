@@ -11,11 +11,17 @@ import sys
 from importlib import import_module
 
 COMMANDS = {
-    "train": ("attnx.train", "train a model; Hydra overrides, e.g. task=reverse attention=additive (-m: sweep)"),
+    "train": (
+        "attnx.train",
+        "train a model; Hydra overrides, e.g. task=reverse attention=additive (-m: sweep)",
+    ),
     "predict": ("attnx.predict", "decode or classify an input with a checkpoint: ckpt=PATH input='...'"),
     "report": ("attnx.report", "tabulate and plot every results.json under a (multi)run folder"),
     "bench": ("attnx.bench", "time, memory and FLOPs of attention mechanisms vs sequence length"),
-    "plugins": ("attnx.plugins", "list registered scores/attentions/encoders/tasks; `plugins check` runs the kit"),
+    "plugins": (
+        "attnx.plugins",
+        "list registered scores/attentions/encoders/tasks; `plugins check` runs the kit",
+    ),
 }
 
 

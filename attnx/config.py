@@ -8,7 +8,7 @@ from omegaconf import DictConfig
 
 from attnx import registry
 
-PLACEMENTS = ("none", "fixed_c", "before", "after")
+_NOISE = ("object_type", "Set the environment", "Config search path", "provider=")
 _SWEEP_FUNCTIONS = ("choice(", "range(", "interval(", "glob(", "tag(", "sort(", "shuffle(")
 
 
@@ -53,9 +53,8 @@ def one_line(error: BaseException) -> str:
         for ln in lines:
             if ln.startswith("full_key:"):
                 full_key = full_key or ln.split(":", 1)[1].strip()
-            elif not ln.startswith(("object_type", "Set the environment", "Config search path", "provider=")):
-                if ln not in parts:
-                    parts.append(ln)
+            elif not ln.startswith(_NOISE) and ln not in parts:
+                parts.append(ln)
         current = current.__cause__ or current.__context__
     message = "; ".join(parts[:3])
     if full_key and full_key not in message:
@@ -74,12 +73,13 @@ def validate(cfg: DictConfig) -> None:
     attention = registry.get("attention", cfg.attention.name)
     score: Any = cfg.get("score")
     if score is not None and attention.default_score is None:
-        raise ConfigError(
-            f"attention={cfg.attention.name} uses no score function; remove score={score.name}"
-        )
+        raise ConfigError(f"attention={cfg.attention.name} uses no score function; remove score={score.name}")
+    from attnx.nn.attention import PLACEMENTS
+
     task = registry.get("task", cfg.task.name)
     if task.kind == "seq2seq" and attention.placement not in PLACEMENTS:
         raise ConfigError(
             f"attention={cfg.attention.name} cannot drive a decoder (placement {attention.placement!r}, "
-            f"expected one of {', '.join(PLACEMENTS)}), so it cannot be used with the seq2seq task={cfg.task.name}"
+            f"expected one of {', '.join(PLACEMENTS)}), so it cannot be used with "
+            f"the seq2seq task={cfg.task.name}"
         )

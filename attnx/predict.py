@@ -27,7 +27,9 @@ def parse(argv: list[str]) -> dict[str, str]:
     unknown = set(args) - {"ckpt", "input", "top_k", "decode.beam_size", "decode.length_penalty"}
     missing = {"ckpt", "input"} - set(args)
     if unknown or missing:
-        problem = f"unknown {', '.join(sorted(unknown))}" if unknown else f"missing {', '.join(sorted(missing))}"
+        problem = (
+            f"unknown {', '.join(sorted(unknown))}" if unknown else f"missing {', '.join(sorted(missing))}"
+        )
         raise SystemExit(f"attnx predict: {problem}\n{USAGE}")
     return args
 

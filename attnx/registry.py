@@ -256,7 +256,6 @@ def load_file(path: Path) -> None:
     path = path.resolve()
     if path in _loaded_paths:
         return
-    _loaded_paths.add(path)
     init = path / "__init__.py" if path.is_dir() else path
     module_name = f"attnx_plugins.{path.stem}_{abs(hash(str(path))) % 10**8}"
     spec = importlib.util.spec_from_file_location(
@@ -272,6 +271,7 @@ def load_file(path: Path) -> None:
     except Exception as error:
         sys.modules.pop(module_name, None)
         raise PluginImportError(f"plugin {path} failed to import: {type(error).__name__}: {error}") from error
+    _loaded_paths.add(path)
 
 
 def _plugin_files(folder: Path) -> list[Path]:

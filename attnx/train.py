@@ -13,6 +13,7 @@ import os
 import sys
 import time
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,9 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 def train(cfg: DictConfig) -> float | None:
     """Run one job; returns `cfg.optimized_metric` for sweepers. Never loses a sweep's other runs:
     in a multirun a failure is recorded in results.json and the sweep goes on."""
+    # Lightning logs through its own handler; propagating too would print every line twice.
+    logging.getLogger("lightning.pytorch").propagate = False
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 on torch 2.13, not ours
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     output_dir = Path(cfg.paths.output_dir)
@@ -60,8 +64,9 @@ def train(cfg: DictConfig) -> float | None:
         "output_dir": str(output_dir),
         "config": OmegaConf.to_container(cfg, resolve=True),
     }
-    if cfg.resume == "auto" and (done := completed(output_dir)):
-        log.info("resume=auto: %s already completed, skipping", output_dir)
+    done = completed(output_dir) if cfg.resume == "auto" else None
+    if done and _same_run(done["overrides"], record["overrides"]):
+        log.info("resume=auto: %s already completed with these overrides, skipping", output_dir)
         return done["metrics"].get(cfg.optimized_metric)
     try:
         task, module, trainer = _assemble(cfg, record)
@@ -118,10 +123,14 @@ def _trainer(cfg: DictConfig) -> Any:
         progress = sys.stdout.isatty() and not os.environ.get("CI")
     if progress:
         callbacks.append(RichProgressBar())
-    return instantiate(cfg.trainer, callbacks=callbacks, logger=loggers or False, enable_progress_bar=progress)
+    return instantiate(
+        cfg.trainer, callbacks=callbacks, logger=loggers or False, enable_progress_bar=progress
+    )
 
 
-def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: dict[str, Any], output_dir: Path) -> Any:
+def _fit(
+    cfg: DictConfig, task: Any, module: Any, trainer: Any, record: dict[str, Any], output_dir: Path
+) -> Any:
     from attnx.lit.datamodule import TaskDataModule
 
     data = TaskDataModule(task)
@@ -156,13 +165,17 @@ def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: dict[str
     return record["metrics"].get(cfg.optimized_metric)
 
 
-def _fail(record: dict[str, Any], output_dir: Path, error: BaseException, multirun: bool, user_error: bool) -> float:
+def _fail(
+    record: dict[str, Any], output_dir: Path, error: BaseException, multirun: bool, user_error: bool
+) -> float:
     record.update(status="failed", error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc())
     write_results(output_dir, record)
     if os.environ.get("HYDRA_FULL_ERROR") == "1" and not multirun:
         raise error
     if multirun:
-        log.error("run %s failed: %s (recorded in results.json; the sweep goes on)", output_dir, record["error"])
+        log.error(
+            "run %s failed: %s (recorded in results.json; the sweep goes on)", output_dir, record["error"]
+        )
         return math.nan
     if user_error:
         print(f"attnx train: {error}", file=sys.stderr)
@@ -175,11 +188,21 @@ def _print_summary(record: dict[str, Any]) -> None:
     speed = record["samples_per_second"]
     print(
         f"\nattnx: task={c['task']} encoder={c['encoder']} attention={c['attention']} score={c['score']}"
-        f"  ({record['train_seconds']:.0f} s training, {speed or 0:.0f} samples/s, {record['params']:,} parameters)"
+        f"  ({record['train_seconds']:.0f} s training, {speed or 0:.0f} samples/s, "
+        f"{record['params']:,} parameters)"
     )
     for key in sorted(record["metrics"]):
         print(f"  {key:<22} {record['metrics'][key]:.4f}")
     print(f"  run folder: {record['output_dir']}")
+
+
+def _same_run(before: list[str], now: list[str]) -> bool:
+    """A completed run is the same job when only `resume=` differs (e.g. a sweep launched again)."""
+
+    def key(overrides: list[str]) -> list[str]:
+        return sorted(o for o in overrides if not o.startswith("resume="))
+
+    return key(before) == key(now)
 
 
 def _plain(node: Any) -> Any:

@@ -23,8 +23,8 @@ class ClassifierModule(AttnxModule):
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
 
-    def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return self.model(batch.src, batch.src_len)
+    def forward(self, batch: Batch, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        return self.model(batch.src, batch.src_len, need_weights=need_weights)
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         logits, _ = self(batch)
@@ -38,5 +38,7 @@ class ClassifierModule(AttnxModule):
         metrics = self.val_metrics if stage == "val" else self.test_metrics
         metrics.update(logits, batch.label)
         size = len(batch.label)
-        self.log(f"{stage}/loss", F.cross_entropy(logits, batch.label), batch_size=size, prog_bar=stage == "val")
+        self.log(
+            f"{stage}/loss", F.cross_entropy(logits, batch.label), batch_size=size, prog_bar=stage == "val"
+        )
         self.log_dict(metrics, batch_size=size, prog_bar=stage == "val")

@@ -23,14 +23,20 @@ class Seq2SeqModule(AttnxModule):
     def __init__(self, spec: dict[str, Any]) -> None:
         super().__init__(spec)
         metrics = MetricCollection(
-            {"token_acc": MeanMetric(), "exact_match": MeanMetric(), "perplexity": Perplexity(ignore_index=PAD)}
+            {
+                "token_acc": MeanMetric(),
+                "exact_match": MeanMetric(),
+                "perplexity": Perplexity(ignore_index=PAD),
+            }
         )
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
 
-    def forward(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Teacher-forced logits [B, U, V] for targets tgt[:, 1:] given tgt[:, :-1]."""
-        return self.model(batch.src, batch.src_len, batch.tgt[:, :-1])
+    def forward(self, batch: Batch, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Teacher-forced logits [B, U, V] for targets tgt[:, 1:] given tgt[:, :-1].
+
+        Weights are off by default: they force multi_head off the fused SDPA kernel."""
+        return self.model(batch.src, batch.src_len, batch.tgt[:, :-1], need_weights=need_weights)
 
     def loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
         return F.cross_entropy(logits.flatten(0, 1), batch.tgt[:, 1:].flatten(), ignore_index=PAD)

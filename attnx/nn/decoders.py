@@ -21,11 +21,10 @@ from typing import Any, NamedTuple
 import torch
 from torch import nn
 
-from attnx.nn.attention import Attention
+from attnx.nn.attention import PLACEMENTS, Attention
 from attnx.nn.encoders import EncoderOutput, rnn_class
 from attnx.tasks.vocab import PAD
 
-PLACEMENTS = ("none", "fixed_c", "before", "after")
 Hidden = torch.Tensor | tuple[torch.Tensor, torch.Tensor]  # [L, B, H], or (h, c) for an LSTM
 
 
