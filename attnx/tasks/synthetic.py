@@ -71,10 +71,7 @@ class SyntheticSeq2Seq(Task):
     ) -> None:
         super().__init__(batch_size, seed)
         check_sizes(**{f"{split}_size": size for split, size in zip(SPLITS, sizes)})
-        test_lengths = (
-            lengths[0] if test_lengths[0] is None else test_lengths[0],
-            lengths[1] if test_lengths[1] is None else test_lengths[1],
-        )
+        test_lengths = tuple(train if test is None else test for test, train in zip(test_lengths, lengths))
         check_lengths(f"min_{unit}", lengths[0], f"max_{unit}", lengths[1])
         check_lengths(f"test_min_{unit}", test_lengths[0], f"test_max_{unit}", test_lengths[1])
         self.sizes = dict(zip(SPLITS, sizes))

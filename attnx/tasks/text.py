@@ -109,23 +109,21 @@ class TextTask(Task):
             if empty is not None:
                 raise ValueError(f"{split} example {empty} has an empty source: {raw[split][empty][0]!r}")
         self.src_vocab = self.build_vocab(sources["train"])
-        if self.kind == "classification":
+        if self.kind == "seq2seq":
+            self.tgt_vocab = self.build_vocab([self.tokenize_target(y) for _, y in raw["train"]])
+        else:
             self.classes = self.build_classes([y for _, y in raw["train"]])
-            return {split: self._classification_split(split, sources[split], raw[split]) for split in SPLITS}
-        targets = {split: [self.tokenize_target(y) for _, y in raw[split]] for split in SPLITS}
-        self.tgt_vocab = self.build_vocab(targets["train"])
-        splits = {}
-        for split in SPLITS:
-            src, src_len = pad_ids([self.src_vocab.encode(t) for t in sources[split]])
-            tgt, tgt_len = pad_ids([[BOS, *self.tgt_vocab.encode(t), EOS] for t in targets[split]])
-            splits[split] = PaddedSplit(src, src_len, tgt, tgt_len)
-        return splits
+        return {split: self._pack(split, sources[split], [y for _, y in raw[split]]) for split in SPLITS}
 
-    def _classification_split(self, split: str, sources: list[list[str]], raw: list[Example]) -> PaddedSplit:
+    def _pack(self, split: str, sources: list[list[str]], targets: list[str]) -> PaddedSplit:
+        src, src_len = pad_ids([self.src_vocab.encode(tokens) for tokens in sources])
+        if self.kind == "seq2seq":
+            tgt, tgt_len = pad_ids(
+                [[BOS, *self.tgt_vocab.encode(self.tokenize_target(y)), EOS] for y in targets]
+            )
+            return PaddedSplit(src, src_len, tgt, tgt_len)
         index = {c: i for i, c in enumerate(self.classes)}
-        unknown = sorted({y for _, y in raw} - index.keys())
+        unknown = sorted(set(targets) - index.keys())
         if unknown:
             raise ValueError(f"{split} split has labels not in train: {', '.join(unknown)}")
-        src, src_len = pad_ids([self.src_vocab.encode(t) for t in sources])
-        label = torch.tensor([index[y] for _, y in raw], dtype=torch.long)
-        return PaddedSplit(src, src_len, label=label)
+        return PaddedSplit(src, src_len, label=torch.tensor([index[y] for y in targets], dtype=torch.long))
