@@ -10,9 +10,11 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-USAGE = """usage: attnx predict ckpt=PATH input=TEXT [decode.beam_size=N] [decode.length_penalty=A] [top_k=K]
+USAGE = """usage: attnx predict ckpt=PATH input=TEXT [decode.beam_size=N] [decode.length_penalty=A]
+                     [decode.max_len_ratio=R] [top_k=K]
 
 Decodes (seq2seq) or classifies (classification) TEXT with the model in checkpoint PATH."""
+DECODE_TYPES = {"beam_size": int, "length_penalty": float, "max_len_ratio": float}  # train.yaml's `decode:`
 
 
 def parse(argv: list[str]) -> dict[str, str]:
@@ -24,7 +26,7 @@ def parse(argv: list[str]) -> dict[str, str]:
         if not sep:
             raise SystemExit(f"attnx predict: expected key=value, got {item!r}\n{USAGE}")
         args[key] = value
-    unknown = set(args) - {"ckpt", "input", "top_k", "decode.beam_size", "decode.length_penalty"}
+    unknown = set(args) - {"ckpt", "input", "top_k", *(f"decode.{k}" for k in DECODE_TYPES)}
     missing = {"ckpt", "input"} - set(args)
     if unknown or missing:
         problem = (
@@ -59,7 +61,7 @@ def main(argv: list[str]) -> int:
     from attnx import registry
     from attnx.tasks.vocab import BOS, Vocab
 
-    decode = {k.split(".")[1]: float(v) if "penalty" in k else int(v) for k, v in args.items() if "." in k}
+    decode = {k.split(".")[1]: DECODE_TYPES[k.split(".")[1]](v) for k, v in args.items() if "." in k}
     try:
         module = load(args["ckpt"], decode)
     except FileNotFoundError:

@@ -2,7 +2,9 @@
 
 Token accuracy and exact match compare the *decoded* output (greedy, or beam search when
 `decode.beam_size > 1`) with the reference, position by position up to and including EOS, so
-they measure what the model produces, not what it predicts with the reference fed in.
+they measure what the model produces, not what it predicts with the reference fed in. Tasks add
+metrics of the decoded text (BLEU, chrF, PER/WER, ...) through `Task.text_metrics()`; those read
+the task's raw references, which may be several per example and keep words the vocabulary lacks.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ import torch.nn.functional as F
 from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.text import Perplexity
 
+from attnx import registry
 from attnx.lit.module import AttnxModule
-from attnx.tasks.base import Batch
-from attnx.tasks.vocab import PAD
+from attnx.tasks.base import Batch, Task
+from attnx.tasks.vocab import PAD, Vocab
 
 
 class Seq2SeqModule(AttnxModule):
@@ -31,6 +34,12 @@ class Seq2SeqModule(AttnxModule):
         )
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
+        # An unbuilt task (cheap: no data) says which text metrics apply and how outputs read as text.
+        self.task: Task = registry.build("task", spec["task"])
+        self.tgt_vocab = Vocab(spec["tgt_itos"])
+        text = self.task.text_metrics()
+        self.val_text = MetricCollection(text, prefix="val/", compute_groups=False) if text else None
+        self.test_text = self.val_text.clone(prefix="test/") if text else None
 
     def forward(self, batch: Batch, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher-forced logits [B, U, V] for targets tgt[:, 1:] given tgt[:, :-1].
@@ -68,11 +77,25 @@ class Seq2SeqModule(AttnxModule):
         self.log(f"{stage}/loss", self.loss(logits, batch), batch_size=size, prog_bar=stage == "val")
         metrics["perplexity"].update(logits, target)
 
-        predicted = self.decode(batch.src, batch.src_len)
+        decoded = self.decode(batch.src, batch.src_len)
         width = target.shape[1]
-        predicted = F.pad(predicted, (0, max(0, width - predicted.shape[1])), value=PAD)[:, :width]
+        predicted = F.pad(decoded, (0, max(0, width - decoded.shape[1])), value=PAD)[:, :width]
         real = target != PAD
         correct = (predicted == target) & real
         metrics["token_acc"].update(correct[real].float())
         metrics["exact_match"].update((correct.sum(1) == real.sum(1)).float())
         self.log_dict(metrics, batch_size=size, prog_bar=stage == "val")
+
+        text_metrics = self.val_text if stage == "val" else self.test_text
+        if text_metrics is not None:
+            hypotheses = [self.task.detokenize(self.tgt_vocab.decode(row)) for row in decoded.tolist()]
+            text_metrics.update(hypotheses, self.references(batch, stage))
+            self.log_dict(text_metrics, batch_size=size)
+
+    def references(self, batch: Batch, stage: str) -> list[list[str]]:
+        """The batch's references from the trainer's task; without a datamodule (plain dataloaders)
+        only the target ids are at hand, read back as text."""
+        task = getattr(self.trainer.datamodule, "task", None)
+        if task is not None and batch.index is not None:
+            return task.references(stage, batch.index)
+        return [[self.task.detokenize(self.tgt_vocab.decode(row))] for row in batch.tgt[:, 1:].tolist()]

@@ -28,6 +28,7 @@ class Batch(NamedTuple):
     src_len: Tensor  # [B] long: non-PAD source tokens
     tgt: Tensor | None = None  # [B, U] long: BOS y1..yn EOS PAD..; trains on tgt[:, :-1] -> tgt[:, 1:]
     label: Tensor | None = None  # [B] long class index; classification only
+    index: Tensor | None = None  # [B] long: the examples' positions in their split (for raw references)
 
 
 @dataclass
@@ -48,7 +49,7 @@ class PaddedSplit(Dataset):
         src = self.src[index, : int(src_len.max())]
         tgt = None if self.tgt is None else self.tgt[index, : int(self.tgt_len[index].max())]
         label = None if self.label is None else self.label[index]
-        return Batch(src, src_len, tgt, label)
+        return Batch(src, src_len, tgt, label, index)
 
 
 class IndexBatchSampler(Sampler[Tensor]):
@@ -146,6 +147,24 @@ class Task:
         data = self.splits[split]
         sampler = IndexBatchSampler(len(data), batch_size or self.batch_size, shuffle, self.seed)
         return DataLoader(data, sampler=sampler, batch_size=None, collate_fn=_as_is)
+
+    def text_metrics(self) -> dict[str, Any]:
+        """Metrics of decoded seq2seq text for val/test, by name (logged as `val/<name>`, `test/<name>`).
+
+        Each is a torchmetrics `Metric` updated with `(hypotheses: list[str], references:
+        list[list[str]])`, the signature of torchmetrics' BLEU and chrF: one detokenised output per
+        example and every acceptable reference for it (see `references`). None by default.
+        """
+        return {}
+
+    def references(self, split: str, index: Tensor) -> list[list[str]]:
+        """The acceptable outputs of examples `index` of `split`, detokenised, for `text_metrics`.
+
+        By default the one target of each example, read back from its ids; tasks with raw text
+        override this so that references keep the words the vocabulary maps to UNK.
+        """
+        rows = self.splits[split].tgt[index, 1:].tolist()  # past BOS
+        return [[self.detokenize(self.tgt_vocab.decode(row))] for row in rows]
 
     def tokenize(self, text: str) -> list[str]:
         """Source tokens of a raw input (used by `attnx predict`): whitespace-separated by default."""

@@ -113,7 +113,19 @@ class TextTask(Task):
             self.tgt_vocab = self.build_vocab([self.tokenize_target(y) for _, y in raw["train"]])
         else:
             self.classes = self.build_classes([y for _, y in raw["train"]])
+        if self.kind == "seq2seq":
+            self.reference_texts = {
+                split: [self.example_references(x, y) for x, y in raw[split]] for split in ("val", "test")
+            }
         return {split: self._pack(split, sources[split], [y for _, y in raw[split]]) for split in SPLITS}
+
+    def example_references(self, source: str, target: str) -> list[str]:
+        """Every acceptable output for one raw example, normalised as decoded outputs are (tokenised,
+        then detokenised) but without the vocabulary's UNK. One by default; g2p lists each pronunciation."""
+        return [self.detokenize(self.tokenize_target(target))]
+
+    def references(self, split: str, index: Tensor) -> list[list[str]]:
+        return [self.reference_texts[split][i] for i in index.tolist()]
 
     def _pack(self, split: str, sources: list[list[str]], targets: list[str]) -> PaddedSplit:
         src, src_len = pad_ids([self.src_vocab.encode(tokens) for tokens in sources])

@@ -1,0 +1,82 @@
+"""Metrics of decoded text: each is updated with (hypotheses: list[str], references: list[list[str]]).
+
+That is the signature of torchmetrics' BLEU and chrF, with every acceptable reference of an
+example in its list; a task declares which it reports in `Task.text_metrics()`. Scores are on
+torchmetrics' 0-1 scale (sacreBLEU prints 100x). The error rates compare whitespace-separated
+tokens, so "DH AH0" is two phonemes and "the cat" two words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import torch
+from torchmetrics import Metric
+from torchmetrics.text import CHRFScore, SacreBLEUScore
+
+
+def bleu() -> Metric:
+    """Corpus BLEU as sacreBLEU computes it by default (13a tokenisation, 4-grams, no smoothing)."""
+    return SacreBLEUScore(tokenize="13a")
+
+
+def chrf() -> Metric:
+    """chrF as sacreBLEU computes it (character 6-grams, β = 2; Popović 2015); word 2-grams make chrF++."""
+    return CHRFScore(n_char_order=6, n_word_order=0, beta=2.0)
+
+
+def edit_distance(a: Sequence[str], b: Sequence[str]) -> int:
+    """Levenshtein distance between two token sequences (unit-cost insertions, deletions, substitutions)."""
+    previous = list(range(len(b) + 1))
+    for i, x in enumerate(a, 1):
+        current = [i]
+        for j, y in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (x != y)))
+        previous = current
+    return previous[-1]
+
+
+class TokenErrorRate(Metric):
+    """Σ edits to the closest reference / Σ that reference's length: the phoneme error rate (PER) of
+    grapheme-to-phoneme work when tokens are phonemes (Bisani & Ney 2008)."""
+
+    full_state_update = False
+    higher_is_better = False
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.add_state("edits", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("length", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+
+    def update(self, hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> None:
+        for hypothesis, refs in zip(hypotheses, references, strict=True):
+            tokens = hypothesis.split()
+            scored = [(edit_distance(tokens, r.split()), len(r.split())) for r in refs]
+            edits, length = min(scored, key=lambda s: (s[0], -s[1]))  # ties: the longer, lower-rate reference
+            self.edits += edits
+            self.length += length
+
+    def compute(self) -> torch.Tensor:
+        return (self.edits / self.length.clamp(min=1)).float()
+
+
+class SequenceErrorRate(Metric):
+    """The fraction of outputs equal to none of their references: grapheme-to-phoneme's word error rate
+    (WER), where a word is right if its output is any of the word's pronunciations."""
+
+    full_state_update = False
+    higher_is_better = False
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.add_state("errors", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+        self.add_state("total", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
+
+    def update(self, hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> None:
+        for hypothesis, refs in zip(hypotheses, references, strict=True):
+            tokens = hypothesis.split()
+            self.errors += all(tokens != r.split() for r in refs)
+            self.total += 1
+
+    def compute(self) -> torch.Tensor:
+        return (self.errors / self.total.clamp(min=1)).float()
