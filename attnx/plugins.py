@@ -15,14 +15,17 @@ from attnx.registry import KINDS, PluginImportError, load_all, registry
 def describe() -> str:
     """One block per kind: name, origin, hyperparameters (=??? when required)."""
     lines = []
+    everything = [registry(kind).entry(name) for kind in KINDS for name in registry(kind).names()]
+    name_width = max((len(e.name) for e in everything), default=0)
+    origin_width = max((len(e.origin) for e in everything), default=0)
     for kind in KINDS:
-        entries = [registry(kind).entry(name) for name in registry(kind).names()]
+        entries = [e for e in everything if e.kind == kind]
         lines.append(f"{kind} ({len(entries)})")
         for e in entries:
             params = [f"{k}={v}" for k, v in e.hyperparams().items()]
             if kind == "attention":
                 params = [f"placement={e.cls.placement}", f"default_score={e.cls.default_score}", *params]
-            lines.append(f"  {e.name:<14} {e.origin:<12} {' '.join(params)}".rstrip())
+            lines.append(f"  {e.name:<{name_width}}  {e.origin:<{origin_width}}  {' '.join(params)}".rstrip())
     return "\n".join(lines)
 
 
