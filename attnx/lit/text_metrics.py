@@ -21,7 +21,12 @@ def bleu() -> Metric:
 
 
 def chrf() -> Metric:
-    """chrF as sacreBLEU computes it (character 6-grams, β = 2; Popović 2015); word 2-grams make chrF++."""
+    """chrF (Popović 2015): character 6-grams, β = 2; word 2-grams would make it chrF++.
+
+    torchmetrics averages the F-score over n-gram orders, which is sacreBLEU's
+    `CHRF(eps_smoothing=True)` (chrF++.py's definition) to float precision; sacreBLEU's default
+    averages precision and recall first and differs by hundredths of a point.
+    """
     return CHRFScore(n_char_order=6, n_word_order=0, beta=2.0)
 
 
