@@ -66,7 +66,7 @@ def pip_sdist(requirement: str, filename: str) -> Path:
     )
     with tempfile.TemporaryDirectory(dir=path.parent) as tmp:
         command = [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:"]
-        command += ["--disable-pip-version-check", "--quiet", "--dest", tmp, requirement]
+        command += ["--disable-pip-version-check", "--quiet", "--retries", "2", "--dest", tmp, requirement]
         result = subprocess.run(command, capture_output=True, text=True)
         fetched = Path(tmp) / filename
         if result.returncode != 0 or not fetched.exists():

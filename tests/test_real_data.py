@@ -1,0 +1,218 @@
+"""Real data on small slices: VADER snippets (movies, amazon, nyt, tweets, domain), CMUdict g2p,
+Babel dates; the data cache; a few training steps of each through the CLI; beam search through a
+trained checkpoint.
+
+The vaderSentiment archive is fetched once per session with pip, as the task does; where the
+package index cannot be reached those tests are skipped with pip's reason.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from babel.dates import format_date
+
+from attnx.cli import main as cli
+from attnx.predict import load
+from attnx.registry import registry
+from attnx.tasks.base import SPLITS, Task
+from attnx.tasks.cache import DataUnavailableError, pip_sdist
+from attnx.tasks.g2p import lexicon
+from attnx.tasks.vader import ARCHIVE, CORPORA, REQUIREMENT, ground_truth
+
+SLICE = {"train_size": 200, "val_size": 50, "test_size": 50, "batch_size": 16}
+TINY_RUN = [
+    "encoder.embed_dim=8",
+    "encoder.hidden_dim=16",
+    "model.embed_dim=8",
+    "model.hidden_dim=16",
+    "trainer.max_epochs=1",
+    "optim.warmup_steps=0",
+    *(f"task.{key}={value}" for key, value in SLICE.items()),
+]
+
+
+@pytest.fixture(scope="session")
+def data_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("attnx_data")
+
+
+@pytest.fixture(autouse=True)
+def _data_cache(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test reads and writes the session's data cache, never the user's."""
+    monkeypatch.setenv("ATTNX_DATA", str(data_dir))
+
+
+@pytest.fixture(scope="session")
+def _vader_download(data_dir: Path) -> Path | DataUnavailableError:
+    """One download attempt per session; a failure is remembered, not retried by every test."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("ATTNX_DATA", str(data_dir))
+        try:
+            return pip_sdist(REQUIREMENT, ARCHIVE)
+        except DataUnavailableError as error:
+            return error
+
+
+@pytest.fixture
+def vader(_vader_download: Path | DataUnavailableError) -> Path:
+    if isinstance(_vader_download, DataUnavailableError):
+        pytest.skip(f"the package index cannot be reached: {_vader_download}")
+    return _vader_download
+
+
+def make(name: str, **kwargs) -> Task:
+    task = registry("task").get(name)(**{**SLICE, **kwargs})
+    task.setup()
+    return task
+
+
+def texts(task: Task, split: str) -> set[tuple[str, ...]]:
+    return {tuple(task.src_vocab.decode(row)) for row in task.splits[split].src.tolist()}
+
+
+def test_movie_polarity_drops_neutral_snippets_and_follows_the_rating_sign(vader: Path) -> None:
+    rows = ground_truth(["movies"])["movies"]
+    assert 10_500 < len(rows) < 10_610  # 10,605 snippets less a few exact duplicates
+    ratings = {text: rating for rating, text in rows}
+    task = registry("task").get("sentiment_movies")()
+    labelled = task.labelled()
+    assert len(labelled) == sum(rating != 0 for rating, _ in rows)
+    assert all((label == "positive") == (ratings[text] > 0) for text, label in labelled)
+    assert ratings["Effective but too tepid biopic"] < 0  # a sentence of Pang & Lee's negative file
+
+
+def test_movie_splits_are_fixed_disjoint_and_capped(vader: Path) -> None:
+    a, b = make("sentiment_movies", seed=1), make("sentiment_movies", seed=2)
+    assert [len(a.splits[s]) for s in SPLITS] == [200, 50, 50]
+    for split in SPLITS:  # the hash split ignores the seed: seeds vary the model, not the data
+        assert torch.equal(a.splits[split].src, b.splits[split].src)
+    assert not texts(a, "train") & texts(a, "test")
+    assert a.classes == ["negative", "positive"] and set(a.splits["train"].label.tolist()) == {0, 1}
+    assert a.src_vocab.stoi["<unk>"] in a.splits["test"].src  # words unseen (twice) in train
+
+
+@pytest.mark.parametrize("source", [s for s in CORPORA if s != "movies"])
+def test_other_sources_are_binary_too(vader: Path, source: str) -> None:
+    task = make("sentiment_movies", source=source, train_size=None)
+    assert task.classes == ["negative", "positive"]
+    assert 0.2 < float(task.splits["train"].label.float().mean()) < 0.8
+    assert len(task.splits["train"]) > 2000
+
+
+def test_domain_task_has_four_classes(vader: Path) -> None:
+    task = make("snippet_domain", train_size=None)
+    assert task.classes == ["movies", "amazon", "nyt", "tweets"]
+    counts = torch.bincount(task.splits["train"].label, minlength=4).tolist()
+    assert counts[0] > counts[2] > counts[3] > counts[1] > 2000  # movies 10.6k > nyt > tweets > amazon
+
+
+def test_second_build_comes_from_the_tensor_cache(data_dir: Path) -> None:
+    first = make("dates", seed=7)
+    path = first.cache_path()
+    assert path.is_file() and path.parent == data_dir / "tasks"
+    again = registry("task").get("dates")(**{**SLICE, "seed": 7, "batch_size": 4})
+    assert again.cache_path() == path  # batch_size does not shape the data: same file
+    again.examples = lambda: pytest.fail("built again instead of loaded from the cache")
+    again.setup()
+    for split in SPLITS:
+        assert torch.equal(first.splits[split].src, again.splits[split].src)
+        assert torch.equal(first.splits[split].tgt, again.splits[split].tgt)
+    assert again.src_vocab.itos == first.src_vocab.itos and again.reference_texts == first.reference_texts
+    assert make("dates", seed=8).cache_path() != path
+
+
+def test_g2p_splits_by_word_and_accepts_every_pronunciation() -> None:
+    task = make("g2p")
+    words = {split: {"".join(w) for w in texts(task, split)} for split in SPLITS}
+    assert not words["train"] & words["test"] and not words["val"] & words["test"]
+    entries = lexicon(False)
+    assert len(entries) > 120_000 and entries["read"] == ["R EH D", "R IY D"]
+    assert len(task.splits["train"]) == sum(len(entries[w]) for w in words["train"])  # every pronunciation
+    assert len(task.splits["test"]) == 50  # one example per word
+    references = task.references("test", torch.arange(50))
+    sources = ["".join(task.src_vocab.decode(row)) for row in task.splits["test"].src.tolist()]
+    assert references == [entries[w] for w in sources]
+    assert not any(p[-1].isdigit() for p in task.tgt_vocab.itos)  # stress removed: 39 phonemes + specials
+    stressed = make("g2p", stress=True)
+    assert any(p.endswith("1") for p in stressed.tgt_vocab.itos)
+
+
+def test_dates_targets_are_the_iso_dates_of_their_sources() -> None:
+    task = make("dates", locales=["en", "de", "zh"], formats=["short", "full"])
+    for source, refs in zip(
+        task.splits["test"].src.tolist(), task.references("test", torch.arange(len(task.splits["test"])))
+    ):
+        locale, *chars = task.src_vocab.decode(source)
+        date = datetime.date.fromisoformat(refs[0])
+        assert "".join(chars) in {format_date(date, f, locale=locale) for f in ("short", "full")}
+        assert 1950 <= date.year <= 2049
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"locales": ["xx_YY"]}, r"task.locales='xx_YY' is invalid"),
+        ({"formats": ["tiny"]}, r"task.formats=\('tiny',\) is invalid: must be a non-empty list of short"),
+        ({"min_year": 1900, "max_year": 2049}, r"task.max_year=2049 is invalid: must be < min_year \+ 100"),
+    ],
+)
+def test_dates_argument_errors(kwargs: dict, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        registry("task").get("dates")(**kwargs)
+
+
+def train(tmp: Path, *overrides: str) -> dict:
+    cli(["train", *overrides, *TINY_RUN, f"hydra.run.dir={tmp}"])
+    record = json.loads((tmp / "results.json").read_text())
+    assert record["status"] == "completed", record.get("error")
+    return record
+
+
+@pytest.mark.parametrize(
+    ("task", "metrics"),
+    [
+        ("sentiment_movies", ["test/acc", "test/f1"]),
+        ("snippet_domain", ["test/acc"]),
+        ("g2p", ["test/per", "test/wer", "test/exact_match", "val/wer"]),
+    ],
+)
+def test_real_tasks_train_end_to_end(
+    tmp_path: Path, request: pytest.FixtureRequest, task: str, metrics
+) -> None:
+    if task != "g2p":
+        request.getfixturevalue("vader")
+    record = train(tmp_path, f"task={task}")
+    for name in metrics:  # insertions can take the phoneme error rate of an untrained model past 1
+        assert 0.0 <= record["metrics"][name] <= (float("inf") if name.endswith("/per") else 1.0)
+
+
+def test_beam_search_through_a_trained_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    """Dates trained by the CLI, validated and tested with beam search; then from its checkpoint:
+    beam 1 is exactly greedy, and a beam of 4 never has lower model log-probability than greedy."""
+    record = train(tmp_path, "task=dates", "decode.beam_size=3")
+    assert 0.0 <= record["metrics"]["test/exact_match"] <= 1.0
+    task = registry("task").get("dates")(**SLICE)
+    batch = next(iter(task.dataloader("test")))
+    greedy_module = load(record["checkpoint"], {"beam_size": 1})
+    max_len = int(greedy_module.spec["decode"]["max_len_ratio"] * int(batch.src_len.max())) + 5
+    greedy, _ = greedy_module.model.greedy(batch.src, batch.src_len, max_len)
+    assert torch.equal(greedy_module.decode(batch.src, batch.src_len), greedy)
+
+    beam_module = load(record["checkpoint"], {"beam_size": 4, "length_penalty": 0.0})
+    beam = beam_module.decode(batch.src, batch.src_len)
+    model = beam_module.model
+    gain = model.sequence_logprob(batch.src, batch.src_len, beam) - model.sequence_logprob(
+        batch.src, batch.src_len, greedy
+    )
+    assert (gain >= -1e-4).all()
+
+    capsys.readouterr()
+    ckpt = record["checkpoint"]
+    assert cli(["predict", f"ckpt={ckpt}", "input=de 17. Mai 2023", "decode.max_len_ratio=0.5"]) == 0
+    first_line = capsys.readouterr().out.splitlines()[0]
+    assert len(first_line) <= int(0.5 * len(registry("task").get("dates")().tokenize("de 17. Mai 2023"))) + 5
