@@ -82,17 +82,22 @@ def pip_sdist(requirement: str, filename: str) -> Path:
 class CachedTextTask(TextTask):
     """A TextTask saved to the data cache after its first build and loaded from it afterwards.
 
-    The file is keyed by the task class and the constructor arguments that shape the data: every
-    argument but those in `cache_ignores`, each read from the attribute of the same name (so a
-    subclass stores them under their own names). Tensors are stored as int32 to halve the file.
+    The file is keyed by the task class, `data_version()` and the constructor arguments that shape
+    the data: every argument but those in `cache_ignores`, each read from the attribute of the same
+    name (so a subclass stores them under their own names). Tensors are stored as int32 to halve
+    the file.
     """
 
     cache_ignores: ClassVar[tuple[str, ...]] = ("batch_size",)
 
+    def data_version(self) -> str:
+        """The version of the package the data come from, so an upgrade rebuilds rather than reuses."""
+        return ""
+
     def cache_path(self) -> Path:
         names = [n for n in inspect.signature(type(self).__init__).parameters if n != "self"]
         key = {n: getattr(self, n) for n in names if n not in self.cache_ignores}
-        blob = json.dumps([type(self).__qualname__, CACHE_FORMAT, key], sort_keys=True, default=list)
+        blob = json.dumps([type(self).__qualname__, CACHE_FORMAT, self.data_version(), key], sort_keys=True)
         return (
             data_dir() / "tasks" / f"{type(self).__name__}-{hashlib.sha1(blob.encode()).hexdigest()[:16]}.pt"
         )

