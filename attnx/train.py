@@ -103,6 +103,7 @@ def _assemble(cfg: DictConfig, record: dict[str, Any]) -> tuple[Any, Any, Any]:
         "model": _plain(cfg.model),
         "optim": _plain(cfg.optim),
         "decode": _plain(cfg.decode),
+        "compile": cfg.compile,
         "src_itos": task.src_vocab.itos,
         "tgt_itos": task.tgt_vocab.itos if task.kind == "seq2seq" else None,
         "classes": list(task.classes) if task.kind == "classification" else None,

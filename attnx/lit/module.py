@@ -1,4 +1,5 @@
-"""What every attnx LightningModule shares: model assembly, AdamW + schedule, throughput, RNG state."""
+"""What every attnx LightningModule shares: model assembly, AdamW + schedule, throughput, RNG state,
+optional torch.compile."""
 
 from __future__ import annotations
 
@@ -71,6 +72,13 @@ class AttnxModule(pl.LightningModule):
 
     def test_step(self, batch: Any, batch_idx: int) -> None:
         self._evaluate(batch, "test")
+
+    def setup(self, stage: str) -> None:
+        """With `compile: true`, torch.compile the model for training. In place (`nn.Module.compile`),
+        so checkpoints keep their keys; not for predict or evaluation-only runs, where the compile time
+        (seconds to a minute on CPU, again per new input shape) outweighs a few batches."""
+        if stage == "fit" and self.spec.get("compile"):
+            self.model.compile()  # a second fit replaces the compiled call, it does not nest
 
     def count_train_batch(self, batch_size: int) -> None:
         self.train_samples += batch_size
