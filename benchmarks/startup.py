@@ -1,0 +1,57 @@
+"""Benchmark 5: start-up time of `attnx --help` and `attnx train --cfg job`, whole processes.
+
+Each command runs as a fresh process (the console script of this environment), round-robin with
+`python -c pass` and `python -c "import torch"` as references measured under the same load; the table
+gives the median wall time of each.
+
+    python benchmarks/startup.py [--runs 9]
+
+Goals: `attnx --help` < 1.5 s, `attnx train --cfg job` < 3 s.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import common
+
+BIN = Path(sys.executable).parent
+COMMANDS = {
+    "python -c pass": ([sys.executable, "-c", "pass"], None),
+    'python -c "import torch"': ([sys.executable, "-c", "import torch"], None),
+    "attnx --help": ([str(BIN / "attnx"), "--help"], 1.5),
+    "attnx train --cfg job": ([str(BIN / "attnx"), "train", "--cfg", "job"], 3.0),
+}
+
+
+def wall(argv: list[str]) -> float:
+    started = time.perf_counter()
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    p = common.parser(__doc__.splitlines()[0])
+    p.add_argument("--runs", type=int, default=9)
+    args = p.parse_args()
+    common.start(args)
+    times: dict[str, list[float]] = {name: [] for name in COMMANDS}
+    for _ in range(args.runs):
+        for name, (argv, _goal) in COMMANDS.items():
+            times[name].append(wall(argv))
+    rows = []
+    for name, (_argv, goal) in COMMANDS.items():
+        median = statistics.median(times[name])
+        verdict = "-" if goal is None else ("met" if median < goal else "NOT met")
+        rows.append([f"`{name}`", median, max(times[name]), "-" if goal is None else f"< {goal} s", verdict])
+    print(common.markdown(["command", "median s", "max s", "goal", ""], rows))
+
+
+if __name__ == "__main__":
+    main()
