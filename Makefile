@@ -25,6 +25,9 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 
+data: install
+	$(BIN)/python -m attnx.tasks
+
 bench: install
 	$(BIN)/attnx bench
 
