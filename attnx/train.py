@@ -76,6 +76,10 @@ def train(cfg: DictConfig) -> float | None:
         return _fit(cfg, task, module, trainer, record, output_dir)
     except Exception as error:  # a crashed run is recorded, never silently lost
         return _fail(record, output_dir, error, multirun, user_error=False)
+    finally:
+        from attnx.track.loggers import finish_logging
+
+        finish_logging(trainer.loggers, completed=record["status"] == "completed")
 
 
 def _assemble(cfg: DictConfig, record: dict[str, Any]) -> tuple[Any, Any, Any]:
@@ -133,6 +137,7 @@ def _fit(
     cfg: DictConfig, task: Any, module: Any, trainer: Any, record: dict[str, Any], output_dir: Path
 ) -> Any:
     from attnx.lit.datamodule import TaskDataModule
+    from attnx.track.loggers import start_logging
 
     data = TaskDataModule(task)
     ckpt_path = cfg.ckpt_path
@@ -140,6 +145,7 @@ def _fit(
     if ckpt_path is None and cfg.resume == "auto" and last.exists():
         ckpt_path = str(last)
     record["resumed_from"] = ckpt_path
+    start_logging(trainer.loggers, record["config"], tags=record["choices"].values())
     started = time.perf_counter()
     trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
     record["wall_seconds"] = time.perf_counter() - started
@@ -163,6 +169,12 @@ def _fit(
     )
     write_results(output_dir, record)
     _print_summary(record)
+    if cfg.optimized_metric not in record["metrics"]:  # else an Optuna study fails every trial, quietly
+        log.warning(
+            "optimized_metric=%s is not a metric of this run; it has %s",
+            cfg.optimized_metric,
+            ", ".join(sorted(record["metrics"])),
+        )
     return record["metrics"].get(cfg.optimized_metric)
 
 
