@@ -1,0 +1,128 @@
+"""Attention maps of a trained attnx model on a few examples, with the tokens that label their axes.
+
+Only the contract's returned weights are read, so plugin mechanisms work unchanged and mechanisms
+without weights (`none`, `fixed_c`) yield no map:
+- seq2seq: decoder cross-attention per output step. The input is decoded as the model is evaluated
+  (greedy or beam search) and the output then teacher-forced, which gives the weights behind each
+  emitted token whatever the decoder (Bahdanau et al. 2015, Fig. 3);
+- classification: the pooling weights over the input tokens;
+- self-attention encoders (any encoder with `record_weights`): each layer's self-attention.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from textwrap import shorten
+from typing import Any
+
+import torch
+
+from attnx.models.seq2seq import until_eos
+from attnx.tasks.base import Batch
+from attnx.tasks.vocab import BOS, Vocab
+
+
+@dataclass
+class AttentionMap:
+    """One example's weights `[H, Q, K]` (H heads, or 1) with row (query) and column (key) labels."""
+
+    kind: str  # "cross", "pooling" or "self_layer<i>": the logger key and file name
+    weights: torch.Tensor
+    rows: list[str]
+    cols: list[str]
+    title: str
+
+
+@torch.no_grad()
+def attention_maps(
+    module: Any,
+    batch: Batch,
+    heads: str = "each",
+    self_attention: bool = True,
+    layers: list[int] | None = None,
+) -> list[list[AttentionMap]]:
+    """The maps of every example of `batch` (a list per example) for an attnx LightningModule.
+
+    `heads`: "each" keeps one map per head, "mean" averages them. `self_attention` adds the
+    encoder's self-attention of `layers` (indices, negative from the end; None = all)."""
+    spec, encoder = module.spec, module.model.encoder
+    recording = self_attention and hasattr(encoder, "record_weights")
+    if recording:
+        encoder.record_weights = True  # kept by the forward pass below, read back after it
+    try:
+        if spec["kind"] == "seq2seq":
+            maps = _cross_attention(module, batch)
+        else:
+            maps = _pooling(module.model, spec, batch)
+        if recording:
+            maps = [own + more for own, more in zip(maps, _self_attention(encoder, spec, batch, layers))]
+    finally:
+        if recording:
+            encoder.record_weights = False
+    return [[_heads(m, heads) for m in example] for example in maps]
+
+
+def _sources(spec: dict[str, Any], batch: Batch) -> list[list[str]]:
+    vocab = spec["src_itos"]
+    return [[vocab[i] for i in row[:n]] for row, n in zip(batch.src.tolist(), batch.src_len.tolist())]
+
+
+def _cross_attention(module: Any, batch: Batch) -> list[list[AttentionMap]]:
+    output = module.decode(batch.src, batch.src_len)  # [B, L]: tokens, EOS, then PAD
+    tgt_in = torch.cat([torch.full_like(output[:, :1], BOS), output[:, :-1]], dim=1)
+    _, weights = module.model(batch.src, batch.src_len, tgt_in, need_weights=True)
+    if weights is None:
+        return [[] for _ in range(len(batch.src))]
+    weights = weights if weights.dim() == 4 else weights.unsqueeze(1)  # [B, H, L, Tk]
+    steps = until_eos(output).sum(1).tolist()  # emitted tokens, EOS included
+    tgt_vocab = Vocab(module.spec["tgt_itos"])
+    maps = []
+    for b, source in enumerate(_sources(module.spec, batch)):
+        words = tgt_vocab.decode(output[b].tolist())
+        emitted = [*words, "<eos>"][: steps[b]]
+        target = tgt_vocab.decode(batch.tgt[b, 1:].tolist())
+        title = "output = target" if words == target else shorten(f"target: {' '.join(target)}", 70)
+        w = weights[b, :, : steps[b], : len(source)]
+        maps.append([AttentionMap("cross", w, emitted, source, title)])
+    return maps
+
+
+def _pooling(model: Any, spec: dict[str, Any], batch: Batch) -> list[list[AttentionMap]]:
+    logits, weights = model(batch.src, batch.src_len, need_weights=True)
+    if weights is None:
+        return [[] for _ in range(len(batch.src))]
+    weights = weights if weights.dim() == 3 else weights.unsqueeze(1)  # [B, H, T]
+    classes = spec["classes"]
+    predicted = logits.argmax(-1).tolist()
+    maps = []
+    for b, source in enumerate(_sources(spec, batch)):
+        truth = classes[int(batch.label[b])] if batch.label is not None else "?"
+        title = f"predicted {classes[predicted[b]]} (true: {truth})"
+        w = weights[b, :, None, : len(source)]  # one query row per head
+        maps.append([AttentionMap("pooling", w, [classes[predicted[b]]], source, title)])
+    return maps
+
+
+def _self_attention(
+    encoder: Any, spec: dict[str, Any], batch: Batch, layers: list[int] | None
+) -> list[list[AttentionMap]]:
+    """Maps from the weights the encoder recorded during the pass above ([B, H, T', T'] per layer;
+    T' = T + 1 when a CLS token leads the sequence)."""
+    recorded = encoder.attention_weights
+    chosen = range(len(recorded)) if layers is None else [i % len(recorded) for i in layers]
+    maps: list[list[AttentionMap]] = []
+    for b, source in enumerate(_sources(spec, batch)):
+        example = []
+        for i in chosen:
+            w = recorded[i][b]
+            labels = (["<cls>"] if w.shape[-1] > batch.src.shape[1] else []) + source
+            n = len(labels)
+            title = f"encoder self-attention, layer {i + 1}"
+            example.append(AttentionMap(f"self_layer{i + 1}", w[:, :n, :n], labels, labels, title))
+        maps.append(example)
+    return maps
+
+
+def _heads(attention_map: AttentionMap, heads: str) -> AttentionMap:
+    weights = attention_map.weights.mean(0, keepdim=True) if heads == "mean" else attention_map.weights
+    return replace(attention_map, weights=weights.float().cpu())
