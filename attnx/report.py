@@ -1,0 +1,339 @@
+"""`attnx report DIR [DIR ...]`: one comparison table, and plots, from every results.json under DIRs.
+
+A row is one configuration: the values that differ between the runs (task, encoder, attention,
+score and every other swept key, read from each run's overrides). Runs that differ only by `seed`
+share a row with their metrics as mean ± std. Failed and unfinished runs are listed apart, with their
+error. Writes report.md, report.csv and one `<metric>_vs_<key>.png` per swept numeric key (a line per
+configuration of the other columns: exact match vs length per mechanism for a length sweep), and
+prints the table. Light on purpose: reads JSON, draws with matplotlib, never imports torch.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import re
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from attnx.track.results import find_results, read_results
+
+CHOICES = ("task", "encoder", "attention", "score")  # resolved choices: a default score has a name here
+NOT_SWEPT = ("seed", "resume", "ckpt_path")  # seed is averaged over; the others do not change a result
+DEFAULT_METRICS = {
+    "seq2seq": ("test/exact_match", "test/token_acc"),
+    "classification": ("test/acc", "test/f1"),
+}
+LOWER_IS_BETTER = ("loss", "perplexity")
+COSTS = (("params", "params"), ("train_seconds", "train s"), ("samples_per_second", "samples/s"))
+
+
+@dataclass
+class Row:
+    """One configuration: its column values and the completed runs (one per seed) behind it."""
+
+    values: tuple[Any, ...]
+    runs: list[dict[str, Any]]
+
+    def mean(self, key: str, metric: bool = True) -> float | None:
+        found = [v for v in (_number(r, key, metric) for r in self.runs) if v is not None]
+        return statistics.fmean(found) if found else None
+
+    def std(self, key: str) -> float | None:
+        found = [v for v in (_number(r, key, True) for r in self.runs) if v is not None]
+        return statistics.stdev(found) if len(found) > 1 else None
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="attnx report", description=__doc__.splitlines()[0])
+    parser.add_argument("dirs", nargs="+", type=Path, help="sweep or run folders, searched recursively")
+    parser.add_argument(
+        "--metric",
+        action="append",
+        help="metric column(s), repeatable or comma-separated; the first is plotted "
+        "(default: test/exact_match,test/token_acc for seq2seq; test/acc,test/f1 for classification)",
+    )
+    parser.add_argument("--x", action="append", help="swept numeric key(s) to plot against (default: all)")
+    parser.add_argument("--out", type=Path, help="where report.md/.csv/.png go (default: the first DIR)")
+    args = parser.parse_args(argv)
+
+    runs = load(args.dirs)
+    if not runs:
+        print(f"attnx report: no results.json under {', '.join(map(str, args.dirs))}", file=sys.stderr)
+        return 1
+    columns = swept_columns(runs)
+    done = [r for r in runs if r.get("status") == "completed"]
+    metrics = [m for item in args.metric for m in item.split(",")] if args.metric else default_metrics(done)
+    numeric = [c for c in columns if _is_numeric([value(r, c) for r in runs])]
+    xs = args.x or numeric
+    unknown = [x for x in xs if x not in numeric]
+    if unknown:
+        print(
+            f"attnx report: --x {unknown[0]} is not a swept numeric key; swept: {', '.join(numeric)}",
+            file=sys.stderr,
+        )
+        return 2
+
+    rows = group(done, columns)
+    out = args.out or args.dirs[0]
+    out.mkdir(parents=True, exist_ok=True)
+    table = markdown_table(columns, metrics, rows)
+    failed = failed_table(columns, [r for r in runs if r.get("status") != "completed"])
+    plots = [plot(rows, columns, metrics[0], x, out) for x in xs] if rows and metrics else []
+    write_csv(out / "report.csv", columns, metrics, rows, [r for r in runs if r.get("status") != "completed"])
+    (out / "report.md").write_text(
+        markdown_report(runs, columns, metrics, rows, table, failed, [p for p in plots if p])
+    )
+    print(table)
+    if failed:
+        print(f"\nfailed or unfinished runs:\n{failed}")
+    print(
+        f"\n{len(done)}/{len(runs)} runs completed; wrote {out / 'report.md'}, {out / 'report.csv'}", end=""
+    )
+    print("".join(f", {p}" for p in plots if p))
+    return 0
+
+
+def load(dirs: list[Path]) -> list[dict[str, Any]]:
+    runs = []
+    for folder in dirs:
+        for path in find_results(folder):
+            try:
+                runs.append(read_results(path) | {"_path": str(path.parent)})
+            except json.JSONDecodeError:
+                print(f"attnx report: skipping unreadable {path}", file=sys.stderr)
+    return runs
+
+
+def overrides(run: dict[str, Any]) -> dict[str, str]:
+    """`key=value` overrides of a run, `+`/`++` prefixes dropped (`+experiment=x` is key `experiment`)."""
+    pairs = (o.lstrip("+~").partition("=") for o in run.get("overrides", []))
+    return {key: val for key, sep, val in pairs if sep}
+
+
+def value(run: dict[str, Any], key: str) -> Any:
+    """A column's value: the resolved choice (task/encoder/attention/score), else the resolved config
+    entry, else the override as written (a config group such as `logger=many`, or `+experiment=x`)."""
+    if key in CHOICES:
+        return run.get("choices", {}).get(key)
+    node: Any = run.get("config", {})
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    return _parse(overrides(run).get(key)) if node is None or isinstance(node, dict) else node
+
+
+def swept_columns(runs: list[dict[str, Any]]) -> list[str]:
+    """Choices, then overridden keys, that take more than one value across the runs."""
+    keys = [k for run in runs for k in overrides(run) if k not in CHOICES and k not in NOT_SWEPT]
+    candidates = [*CHOICES, *sorted(dict.fromkeys(keys))]
+    return [k for k in candidates if len({_key(value(r, k)) for r in runs}) > 1]
+
+
+def default_metrics(runs: list[dict[str, Any]]) -> list[str]:
+    """The main metrics of the task kinds present; val/ ones when the runs skipped the test split."""
+    chosen: list[str] = []
+    for kind in dict.fromkeys(r.get("task_kind") for r in runs):
+        for metric in DEFAULT_METRICS.get(kind, ()):
+            if not any(metric in r["metrics"] for r in runs):
+                metric = metric.replace("test/", "val/", 1)
+            chosen.append(metric)
+    return chosen or ["val/loss"]
+
+
+def group(runs: list[dict[str, Any]], columns: list[str]) -> list[Row]:
+    rows: dict[tuple[Any, ...], Row] = {}
+    for run in runs:
+        values = tuple(value(run, c) for c in columns)
+        rows.setdefault(tuple(map(_key, values)), Row(values, [])).runs.append(run)
+    return [rows[k] for k in sorted(rows)]
+
+
+def markdown_table(columns: list[str], metrics: list[str], rows: list[Row]) -> str:
+    seeds = any(len(row.runs) > 1 for row in rows)
+    header = [*columns, *(["n"] if seeds else []), *metrics, *(label for _, label in COSTS)]
+    body = []
+    for row in rows:
+        cells = [_text(v) for v in row.values] + ([str(len(row.runs))] if seeds else [])
+        cells += [_mean_std(row.mean(m), row.std(m)) for m in metrics]
+        cells += [_cost(row.mean(key, metric=False), key) for key, _ in COSTS]
+        body.append(cells)
+    return _align(header, body, right_from=len(columns))
+
+
+def failed_table(columns: list[str], runs: list[dict[str, Any]]) -> str:
+    if not runs:
+        return ""
+    body = [
+        [
+            *(_text(value(r, c)) for c in columns),
+            str(r.get("status")),
+            _first_line(r.get("error")),
+            r["_path"],
+        ]
+        for r in runs
+    ]
+    return _align([*columns, "status", "error", "folder"], body, right_from=None)
+
+
+def markdown_report(
+    runs: list[dict[str, Any]],
+    columns: list[str],
+    metrics: list[str],
+    rows: list[Row],
+    table: str,
+    failed: str,
+    plots: list[Path],
+) -> str:
+    done = [r for r in runs if r.get("status") == "completed"]
+    common = {k: v for k, v in overrides(runs[0]).items() if k not in columns and k not in NOT_SWEPT}
+    common = {k: v for k, v in common.items() if all(overrides(r).get(k) == v for r in runs)}
+    lines = ["# attnx report", "", f"{len(done)} of {len(runs)} runs completed."]
+    if common:
+        lines.append("Common to every run: " + ", ".join(f"`{k}={v}`" for k, v in common.items()) + ".")
+    lines += ["", table, ""]
+    for metric in metrics:
+        scored = [(row.mean(metric), row) for row in rows if row.mean(metric) is not None]
+        if scored:
+            pick = min if any(word in metric for word in LOWER_IS_BETTER) else max
+            best, row = pick(scored, key=lambda item: item[0])
+            where = (
+                ", ".join(f"{c}={_text(v)}" for c, v in zip(columns, row.values)) or "the only configuration"
+            )
+            lines.append(f"- best {metric}: {best:.4f} ({where})")
+    if failed:
+        lines += ["", "## Failed or unfinished runs", "", failed]
+    lines += [""] + [f"![{p.stem}]({p.name})" for p in plots]
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(
+    path: Path, columns: list[str], metrics: list[str], rows: list[Row], failed: list[dict[str, Any]]
+) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        costs = [key for key, _ in COSTS]
+        writer.writerow(
+            [*columns, "status", "n", *metrics, *(f"{m} std" for m in metrics), *costs, "error", "folders"]
+        )
+        for row in rows:
+            writer.writerow(
+                [*row.values, "completed", len(row.runs)]
+                + [row.mean(m) for m in metrics]
+                + [row.std(m) for m in metrics]
+                + [row.mean(key, metric=False) for key in costs]
+                + ["", " ".join(r["_path"] for r in row.runs)]
+            )
+        for run in failed:
+            writer.writerow(
+                [*(value(run, c) for c in columns), run.get("status"), 1]
+                + [""] * (2 * len(metrics) + len(costs))
+                + [_first_line(run.get("error")), run["_path"]]
+            )
+
+
+def plot(rows: list[Row], columns: list[str], metric: str, x: str, out: Path) -> Path | None:
+    """`metric` against `x`, one line per configuration of the other columns, ± std as error bars."""
+    from matplotlib.figure import Figure
+
+    xi = columns.index(x)
+    others = columns[:xi] + columns[xi + 1 :]
+    lines: dict[str, list[tuple[Any, float, float]]] = {}
+    for row in rows:  # sorted, so lines come in table order and points by x
+        mean = row.mean(metric)
+        if mean is not None and row.values[xi] is not None:
+            series = row.values[:xi] + row.values[xi + 1 :]
+            label = ", ".join(f"{c}={_text(v)}" for c, v in zip(others, series)) or metric
+            lines.setdefault(label, []).append((row.values[xi], mean, row.std(metric) or 0.0))
+    if not lines:
+        return None
+    legend_inches = 0.06 * max(map(len, lines)) + 0.6 if len(lines) > 1 else 0.0
+    figure = Figure(figsize=(5.5 + legend_inches, 4.0), layout="constrained")
+    ax = figure.subplots()
+    for label, points in lines.items():
+        ax.errorbar(*zip(*sorted(points, key=lambda p: p[0])), marker="o", capsize=3, label=label)
+    ax.set_xlabel(x)
+    ax.set_ylabel(metric)
+    ax.grid(alpha=0.3)
+    if len(lines) > 1:
+        figure.legend(loc="outside right upper", fontsize=7)
+    path = out / f"{_slug(metric)}_vs_{_slug(x)}.png"
+    figure.savefig(path, dpi=120)
+    return path
+
+
+def _number(run: dict[str, Any], key: str, metric: bool) -> float | None:
+    found = run.get("metrics", {}).get(key) if metric else run.get(key)
+    return None if found is None else float(found)
+
+
+def _parse(text: str | None) -> Any:
+    """An override's value as YAML would read a plain scalar: int, float, bool, null or text."""
+    if text is None or text in ("null", "None"):
+        return None
+    if text in ("true", "false"):
+        return text == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _is_numeric(values: list[Any]) -> bool:
+    present = [v for v in values if v is not None]
+    return bool(present) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present)
+
+
+def _key(v: Any) -> tuple[int, Any]:
+    """Sort numbers numerically before text; make unhashable values (lists) comparable and hashable."""
+    if isinstance(v, int | float) and not isinstance(v, bool):
+        return (0, v)
+    return (1, json.dumps(v, sort_keys=True))
+
+
+def _text(v: Any) -> str:
+    return "–" if v is None else json.dumps(v) if isinstance(v, bool | list | dict) else str(v)
+
+
+def _mean_std(mean: float | None, std: float | None) -> str:
+    if mean is None:
+        return "–"
+    return f"{mean:.3f} ± {std:.3f}" if std is not None else f"{mean:.3f}"
+
+
+def _cost(v: float | None, key: str) -> str:
+    if v is None:
+        return "–"
+    return f"{v:,.0f}" if key != "train_seconds" else f"{v:.1f}"
+
+
+def _first_line(error: str | None) -> str:
+    line = next(iter((error or "").strip().splitlines()), "")
+    return line if len(line) <= 120 else line[:117] + "..."
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")
+
+
+def _align(header: list[str], body: list[list[str]], right_from: int | None) -> str:
+    """A Markdown table padded to aligned columns, so it reads as well in a terminal as rendered."""
+    widths = [max(3, *(len(cells[i]) for cells in [header, *body])) for i in range(len(header))]
+
+    def line(cells: list[str]) -> str:
+        padded = [
+            c.rjust(w) if right_from is not None and i >= right_from else c.ljust(w)
+            for i, (c, w) in enumerate(zip(cells, widths))
+        ]
+        return "| " + " | ".join(padded) + " |"
+
+    rule = [
+        "-" * (w - 1) + ":" if right_from is not None and i >= right_from else "-" * w
+        for i, w in enumerate(widths)
+    ]
+    return "\n".join([line(header), "| " + " | ".join(rule) + " |", *(line(cells) for cells in body)])
