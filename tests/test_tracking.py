@@ -1,0 +1,108 @@
+"""Tracking: W&B offline runs (no network here), TensorBoard event files, and attention heatmaps."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from tensorboard.backend.event_processing.event_accumulator import IMAGES, EventAccumulator
+from test_train import TINY, TINY_RNN, TINY_SELF_ATTN, results, train
+
+from attnx import registry
+from attnx.predict import load
+from attnx.tasks.base import Batch
+from attnx.tasks.vocab import EOS, Vocab
+from attnx.track.loggers import wandb_mode
+from attnx.track.maps import attention_maps
+
+
+@pytest.fixture
+def no_wandb_account(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No API key, no netrc entry, no WANDB_MODE: what a fresh machine without `wandb login` has."""
+    for name in ("WANDB_MODE", "WANDB_API_KEY", "WANDB_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("NETRC", str(tmp_path / "netrc"))
+    for name in ("WANDB_CONFIG_DIR", "WANDB_CACHE_DIR", "WANDB_DATA_DIR"):
+        monkeypatch.setenv(name, str(tmp_path / name.lower()))
+
+
+def test_wandb_mode_is_offline_without_credentials(
+    no_wandb_account: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert wandb_mode(None) == "offline"
+    assert wandb_mode(False) == "online"
+    (tmp_path / "netrc").write_text("machine api.wandb.ai login user password " + "k" * 40 + "\n")
+    assert wandb_mode(None) == "online"  # logged in with `wandb login`
+    assert wandb_mode(True) == "offline"
+    monkeypatch.setenv("WANDB_MODE", "disabled")
+    assert wandb_mode(None) == "disabled"
+
+
+def test_wandb_sweep_makes_one_finished_offline_run_per_job_with_heatmaps(
+    no_wandb_account: None, tmp_path: Path
+) -> None:
+    train(tmp_path, "logger=wandb", "attention=additive,dot", *TINY_RNN, *TINY, sweep=True)
+    records = results(tmp_path)
+    assert [r["status"] for r in records] == ["completed", "completed"]
+    for n, attention in enumerate(("additive", "dot")):
+        (run,) = (tmp_path / str(n) / "wandb").glob("offline-run-*")  # in the run folder, one per job
+        assert len(list((run / "files" / "media" / "images" / "test" / "attention").glob("cross_*.png"))) == 4
+        log = (run / f"run-{run.name.rsplit('-', 1)[1]}.wandb").read_bytes()
+        # The run record holds its group (the sweep), name (the overrides), tags and config.
+        assert str(tmp_path).encode() in log and f"attention={attention},".encode() in log
+        assert b"reverse" in log and b'"hidden_dim":16' in log
+        assert b"test/exact_match" in log  # test metrics reached this run: it was not finished early
+
+
+def test_tensorboard_event_files_hold_the_heatmap_figures(tmp_path: Path) -> None:
+    train(tmp_path, "logger=tensorboard", "attention=multi_head", *TINY_RNN, *TINY)
+    events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={IMAGES: 0}).Reload()
+    tags = events.Tags()["images"]
+    assert {f"test/attention/cross/{i}" for i in range(4)} <= set(tags)
+    image = events.Images("test/attention/cross/0")[0]
+    assert image.encoded_image_string.startswith(b"\x89PNG") and image.width > 100
+
+
+def test_mechanisms_without_weights_train_and_draw_nothing(tmp_path: Path) -> None:
+    train(tmp_path, "attention=none,fixed_c", *TINY_RNN, *TINY, sweep=True)
+    assert [r["status"] for r in results(tmp_path)] == ["completed", "completed"]
+    assert not list(tmp_path.rglob("*.png"))
+
+
+def _trained(tmp: Path, *overrides: str) -> tuple[Any, Batch]:
+    """A module trained for one tiny epoch, loaded back from its checkpoint, and two validation examples."""
+    train(tmp, *overrides, *TINY)
+    module = load(str(tmp / "checkpoints" / "last.ckpt"))
+    task = registry.build("task", module.spec["task"])
+    return module, next(iter(task.dataloader("val", batch_size=2)))
+
+
+def test_pooling_maps_per_head_and_layer_are_labelled_with_the_input_tokens(tmp_path: Path) -> None:
+    encoder = [*TINY_SELF_ATTN, "encoder.summary=cls"]
+    module, batch = _trained(
+        tmp_path, "task=sentiment", *encoder, "attention=multi_head", "attention.num_heads=4"
+    )
+    assert len(list((tmp_path / "attention_maps" / "test").glob("pooling_*.png"))) == 4
+    pooling, last_layer = attention_maps(module, batch, heads="each", layers=[-1])[0]
+    n = int(batch.src_len[0])
+    assert pooling.kind == "pooling" and pooling.weights.shape == (4, 1, n)
+    assert pooling.cols == [module.spec["src_itos"][i] for i in batch.src[0, :n]]
+    torch.testing.assert_close(pooling.weights.sum(-1), torch.ones(4, 1))
+    assert last_layer.kind == "self_layer1" and last_layer.weights.shape == (2, n + 1, n + 1)
+    assert last_layer.rows == last_layer.cols == ["<cls>", *pooling.cols]
+    assert not module.model.encoder.record_weights  # back off: training keeps the fused SDPA path
+    (mean,) = attention_maps(module, batch, heads="mean", self_attention=False)[0]
+    torch.testing.assert_close(mean.weights, pooling.weights.mean(0, keepdim=True))
+
+
+def test_cross_attention_maps_are_the_decoding_weights_one_row_per_emitted_token(tmp_path: Path) -> None:
+    module, batch = _trained(tmp_path, "task=reverse", "attention=dot", *TINY_RNN)
+    output = module.decode(batch.src, batch.src_len)
+    _, decoding_weights = module.model.greedy(batch.src, batch.src_len, output.shape[1])
+    vocab = Vocab(module.spec["tgt_itos"])
+    for b, ((cross,), n) in enumerate(zip(attention_maps(module, batch), batch.src_len.tolist())):
+        emitted = vocab.decode(output[b].tolist()) + (["<eos>"] if EOS in output[b] else [])
+        assert cross.rows == emitted and cross.cols == [module.spec["src_itos"][i] for i in batch.src[b, :n]]
+        torch.testing.assert_close(cross.weights[0], decoding_weights[b, : len(emitted), :n])
