@@ -82,13 +82,7 @@ def main() -> None:
         vs_torch = ratios(times, "nn.MultiheadAttention")["attnx multi_head"]
         vs_bare = ratios(times, "bare SDPA")["attnx multi_head"]
         rows.append([n, *ms.values(), vs_torch, vs_bare])
-    header = [
-        "N",
-        *(f"{name} ms" for name in fns),
-        "speed vs nn.MHA (≥1.0)",
-        "vs bare SDPA (≥0.95)",
-        "rounds",
-    ]
+    header = ["N", *(f"{name} ms" for name in fns), "speed vs nn.MHA (≥1.0)", "vs bare SDPA (≥0.95)"]
     print(common.markdown(header, rows))
 
 

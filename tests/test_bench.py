@@ -1,6 +1,8 @@
 """`attnx bench` on a tiny grid, and the measuring tools under it (never wall-clock assertions)."""
 
 import csv
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,6 +48,14 @@ def test_bench_tiny_grid_writes_table_csv_and_plots(tmp_path: Path, capsys: pyte
         assert float(row["train_ms"]) > 0 and float(row["train_mib"]) > 0
     out = capsys.readouterr().out
     assert "ratio" in out and "time ~ N^k" in out
+
+
+def test_bench_does_not_import_lightning(tmp_path: Path) -> None:
+    argv = ["--attention", "dot", "--encoder", "", "--lengths", "8", "--repeats", "1", "--out", str(tmp_path)]
+    code = f"import sys, attnx.bench as b; b.main({argv!r}); print([m for m in sys.modules if 'lightn' in m])"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]"
 
 
 def test_bench_rejects_unknown_names_and_bad_grids(capsys: pytest.CaptureFixture) -> None:
