@@ -35,6 +35,8 @@ CONFIGS = {
     "default": [],  # reverse task, rnn encoder, additive attention
     "classifier": ["task=sentiment", "attention=none"],
     "self_attn": ["encoder=self_attn", "attention=multi_head"],
+    # a deliberately tiny model: Lightning's fixed per-step cost shows most
+    "tiny": ["attention=none", "encoder.hidden_dim=32", "encoder.embed_dim=16", "model.hidden_dim=32"],
 }
 COMMON = ["+trainer.limit_val_batches=0", "trainer.enable_progress_bar=false"]
 

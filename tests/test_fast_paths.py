@@ -1,5 +1,6 @@
 """Fast paths give the explicit path's results: the fused self-attention encoder with gradients, the
-training steps' use of the fused kernel, torch.compile, and the data loader's settings.
+training steps' use of the fused kernel, torch.compile, training-loss logging only on logger steps,
+and the data loader's settings.
 
 (SDPA inside MultiHeadAttention is tested in test_attention.py, the decoder's hoisted key work in
 test_decoders.py.)
@@ -7,14 +8,18 @@ test_decoders.py.)
 
 from __future__ import annotations
 
+import csv
 import functools
+from pathlib import Path
 from typing import Any
 
+import lightning.pytorch as pl
 import pytest
 import torch
 import torch.nn.functional as F
 from hydra import compose, initialize_config_dir
 
+from attnx.cli import main as cli
 from attnx.nn.encoders import SelfAttentionEncoder
 from attnx.train import CONF_DIR, _assemble
 
@@ -108,3 +113,21 @@ def test_dataloader_copies_nothing_needlessly() -> None:
     loader = data.dataloader("train", shuffle=True)
     assert loader.num_workers == 0
     assert loader.pin_memory == torch.cuda.is_available()
+
+
+def test_training_loss_is_logged_only_on_logger_steps(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lightning writes step values every log_every_n_steps; the other steps' self.log calls are skipped."""
+    calls: list[str] = []
+    log = pl.LightningModule.log
+    monkeypatch.setattr(
+        pl.LightningModule,
+        "log",
+        lambda self, name, *a, **kw: calls.append(name) or log(self, name, *a, **kw),
+    )
+    overrides = ["task=sentiment", *TINY, "trainer.max_epochs=1", "trainer.log_every_n_steps=2", "test=false"]
+    assert cli(["train", *overrides, f"hydra.run.dir={tmp_path}"]) == 0
+    rows = list(csv.DictReader((tmp_path / "csv" / "metrics.csv").open()))
+    logged = [int(row["step"]) for row in rows if row.get("train/loss")]
+    assert logged == [1, 3] and calls.count("train/loss") == 2  # 32 examples in batches of 8: 4 steps

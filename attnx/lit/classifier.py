@@ -30,7 +30,7 @@ class ClassifierModule(AttnxModule):
         logits, _ = self(batch)
         loss = F.cross_entropy(logits, batch.label)
         self.count_train_batch(len(batch.label))
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch.label))
+        self.log_step("train/loss", loss, batch_size=len(batch.label))
         return loss
 
     def _evaluate(self, batch: Batch, stage: str) -> None:
