@@ -118,6 +118,13 @@ def _ints(value: str) -> list[int]:
     return numbers
 
 
+def _positive(value: str) -> int:
+    numbers = _ints(value)
+    if len(numbers) != 1:
+        raise argparse.ArgumentTypeError(f"expected one positive integer, got {value!r}")
+    return numbers[0]
+
+
 def cases(args: argparse.Namespace) -> list[Case]:
     """Every (mechanism, score, d, heads) and (encoder, d, heads) the arguments select."""
     found: list[Case] = []
@@ -373,8 +380,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lengths", type=_ints, default=[64, 128, 256, 512, 1024, 2048, 4096], help="N grid")
     p.add_argument("--dim", type=_ints, default=[64], help="model widths d, comma-separated")
     p.add_argument("--heads", type=_ints, default=[4], help="head counts for mechanisms with heads")
-    p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--repeats", type=int, default=5, help="timed calls per point (median)")
+    p.add_argument("--batch", type=_positive, default=4)
+    p.add_argument("--repeats", type=_positive, default=5, help="timed calls per point (median)")
     p.add_argument("--warmup", type=int, default=2, help="untimed calls before timing")
     p.add_argument("--max-seconds", type=float, default=1.0, help="largest fwd+bwd step a row grows into")
     p.add_argument("--max-mib", type=float, default=2048, help="largest fwd+bwd peak memory a row grows into")
