@@ -66,7 +66,7 @@ class Seq2SeqModule(AttnxModule):
         logits, _ = self(batch)
         loss = self.loss(logits, batch)
         self.count_train_batch(len(batch.src))
-        self.log("train/loss", loss, prog_bar=True, batch_size=len(batch.src))
+        self.log_step("train/loss", loss, batch_size=len(batch.src))
         return loss
 
     def _evaluate(self, batch: Batch, stage: str) -> None:
