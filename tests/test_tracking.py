@@ -56,6 +56,16 @@ def test_wandb_sweep_makes_one_finished_offline_run_per_job_with_heatmaps(
         assert b"test/exact_match" in log  # test metrics reached this run: it was not finished early
 
 
+def test_a_logged_in_run_without_network_falls_back_to_offline(
+    no_wandb_account: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens: connection refused
+    train(tmp_path, "logger=wandb", "logger.wandb.init_timeout=1", "attention=dot", *TINY_RNN, *TINY)
+    assert results(tmp_path)[0]["status"] == "completed"
+    assert len(list((tmp_path / "wandb").glob("offline-run-*/files/media/images/test/attention/*.png"))) == 4
+
+
 def test_tensorboard_event_files_hold_the_heatmap_figures(tmp_path: Path) -> None:
     train(tmp_path, "logger=tensorboard", "attention=multi_head", *TINY_RNN, *TINY)
     events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={IMAGES: 0}).Reload()
