@@ -79,22 +79,18 @@ def main(argv: list[str]) -> int:
         return 2
 
     rows = group(done, columns)
+    unfinished = [r for r in runs if r.get("status") != "completed"]
     out = args.out or args.dirs[0]
     out.mkdir(parents=True, exist_ok=True)
-    table = markdown_table(columns, metrics, rows)
-    failed = failed_table(columns, [r for r in runs if r.get("status") != "completed"])
-    plots = [plot(rows, columns, metrics[0], x, out) for x in xs] if rows and metrics else []
-    write_csv(out / "report.csv", columns, metrics, rows, [r for r in runs if r.get("status") != "completed"])
-    (out / "report.md").write_text(
-        markdown_report(runs, columns, metrics, rows, table, failed, [p for p in plots if p])
-    )
+    plots = [path for path in (plot(rows, columns, metrics[0], x, out) for x in xs) if path]
+    table, failed = markdown_table(columns, metrics, rows), failed_table(columns, unfinished)
+    write_csv(out / "report.csv", columns, metrics, rows, unfinished)
+    (out / "report.md").write_text(markdown_report(runs, columns, metrics, rows, table, failed, plots))
     print(table)
     if failed:
         print(f"\nfailed or unfinished runs:\n{failed}")
-    print(
-        f"\n{len(done)}/{len(runs)} runs completed; wrote {out / 'report.md'}, {out / 'report.csv'}", end=""
-    )
-    print("".join(f", {p}" for p in plots if p))
+    written = ", ".join(map(str, [out / "report.md", out / "report.csv", *plots]))
+    print(f"\n{len(done)}/{len(runs)} runs completed; wrote {written}")
     return 0
 
 
