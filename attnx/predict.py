@@ -59,7 +59,9 @@ def main(argv: list[str]) -> int:
     import torch
 
     from attnx import registry
-    from attnx.tasks.vocab import BOS, Vocab
+    from attnx.tasks.base import Batch
+    from attnx.tasks.vocab import Vocab
+    from attnx.track.maps import attention_maps
 
     decode = {k.split(".")[1]: DECODE_TYPES[k.split(".")[1]](v) for k, v in args.items() if "." in k}
     try:
@@ -73,26 +75,19 @@ def main(argv: list[str]) -> int:
     tokens = task.tokenize(args["input"])
     src = torch.tensor([src_vocab.encode(tokens)])
     src_len = torch.tensor([len(tokens)])
+    batch = Batch(src, src_len)
     with torch.no_grad():
         if spec["kind"] == "classification":
-            logits, weights = module.model(src, src_len)
-            probs = logits.softmax(-1)[0]
+            probs = module.model(src, src_len, need_weights=False)[0].softmax(-1)[0]
             best = int(probs.argmax())
             print(f"{spec['classes'][best]}  (p={probs[best]:.3f})")
-            if weights is not None:
-                print("attended: " + _top(weights.reshape(-1, len(tokens)).mean(0), tokens, top_k))
-            return 0
-        tgt_vocab = Vocab(spec["tgt_itos"])
-        out = module.decode(src, src_len)[0]
-        words = tgt_vocab.decode(out.tolist())
-        print(task.detokenize(words))
-        # Teacher-force the decoded output to read the weights behind each emitted token.
-        tgt_in = torch.cat([torch.tensor([[BOS]]), out[None, : len(words)]], dim=1)
-        _, weights = module.model(src, src_len, tgt_in)
-        if weights is not None:
-            steps = weights[0] if weights.dim() == 3 else weights[0].mean(0)  # average heads
-            for word, row in zip([*words, "<eos>"], steps):
-                print(f"  {word:>12} <- {_top(row, tokens, top_k)}")
+        else:
+            words = Vocab(spec["tgt_itos"]).decode(module.decode(src, src_len)[0].tolist())
+            print(task.detokenize(words))
+    # The weights behind each output token (or the pooling), averaged over heads.
+    for attention_map in attention_maps(module, batch, heads="mean", self_attention=False)[0]:
+        for label, row in zip(attention_map.rows, attention_map.weights[0]):
+            print(f"  {label:>12} <- {_top(row, attention_map.cols, top_k)}")
     return 0
 
 

@@ -80,8 +80,10 @@ def _cross_attention(module: Any, batch: Batch) -> list[list[AttentionMap]]:
     for b, source in enumerate(_sources(module.spec, batch)):
         words = tgt_vocab.decode(output[b].tolist())
         emitted = [*words, "<eos>"][: steps[b]]
-        target = tgt_vocab.decode(batch.tgt[b, 1:].tolist())
-        title = "output = target" if words == target else shorten(f"target: {' '.join(target)}", 70)
+        title = " ".join(words)
+        if batch.tgt is not None:  # labelled data (heatmaps); `attnx predict` has none
+            target = tgt_vocab.decode(batch.tgt[b, 1:].tolist())
+            title = "output = target" if words == target else shorten(f"target: {' '.join(target)}", 70)
         w = weights[b, :, : steps[b], : len(source)]
         maps.append([AttentionMap("cross", w, emitted, source, title)])
     return maps
