@@ -16,8 +16,11 @@ $(STAMP): pyproject.toml
 	$(BIN)/python -m pip install -q -e '.[dev,data]'
 	touch $(STAMP)
 
+# The quick start: fixed context C vs additive attention on one task, then the comparison table.
 run: install
-	$(BIN)/attnx train
+	dir=outputs/quickstart/$$(date +%Y-%m-%d_%H-%M-%S) && \
+	$(BIN)/attnx train -m +experiment=quickstart hydra.sweep.dir=$$dir && \
+	$(BIN)/attnx report $$dir
 
 test: install
 	$(BIN)/python -m pytest

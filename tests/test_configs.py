@@ -1,0 +1,45 @@
+"""The config tree and the registries agree: every registered name and every shipped experiment composes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
+
+from attnx import registry
+from attnx.train import CONF_DIR
+
+EXPERIMENTS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
+
+
+def _compose(*overrides: str):
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        return compose(config_name="train", overrides=list(overrides), return_hydra_config=True)
+
+
+@pytest.mark.parametrize("kind", registry.KINDS)
+def test_every_registered_name_composes_with_its_signature_fields(kind: str) -> None:
+    for name in registry.available(kind):
+        cfg = _compose(f"{kind}={name}")
+        node = OmegaConf.to_container(cfg[kind])
+        assert node["name"] == name
+        assert set(node) - {"name"} == set(registry.registry(kind).entry(name).hyperparams())
+
+
+def test_mechanism_default_score_is_left_to_the_mechanism() -> None:
+    assert _compose().get("score") is None
+    assert _compose("score=general").score.name == "general"
+
+
+@pytest.mark.parametrize("name", EXPERIMENTS)
+def test_experiment_composes_with_every_swept_value(name: str) -> None:
+    cfg = _compose(f"+experiment={name}")
+    params = cfg.hydra.sweeper.params
+    assert params, f"experiment {name} sweeps nothing"
+    for key, values in params.items():
+        for value in (v.strip() for v in str(values).split(",")):
+            swept = _compose(f"+experiment={name}", f"{key}={value}")
+            chosen = swept[key].name if key in registry.KINDS else OmegaConf.select(swept, key)
+            assert str(chosen) == value, (key, value)
