@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
 
@@ -38,9 +38,22 @@ def _compose(conf_dir: str, overrides: list[str]) -> DictConfig:
 
     try:
         with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
-            return compose(config_name="train", overrides=overrides)
+            cfg = compose(config_name="train", overrides=overrides)
     except Exception as error:
         raise ConfigError(one_line(error)) from error
+    missing = _missing(OmegaConf.to_container(cfg, resolve=False))
+    if missing:
+        raise ConfigError(
+            f"missing value for {', '.join(missing)}: set it on the command line, e.g. {missing[0]}=..."
+        )
+    return cfg
+
+
+def _missing(node: Any, prefix: str = "") -> list[str]:
+    """Keys left at `???` (a required constructor argument nobody set), without resolving anything."""
+    if isinstance(node, dict):
+        return [key for k, v in node.items() for key in _missing(v, f"{prefix}{k}.")]
+    return [prefix.rstrip(".")] if node == "???" else []
 
 
 def one_line(error: BaseException) -> str:

@@ -142,6 +142,24 @@ def test_bad_input_is_one_clear_line(
     assert "Traceback" not in err
 
 
+def test_a_required_plugin_hyperparameter_left_unset_is_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    plugin = tmp_path / "plugins" / "banded.py"
+    plugin.parent.mkdir()
+    plugin.write_text(
+        "from attnx import register_score\n"
+        "from attnx.nn.scores import DotScore\n\n"
+        "@register_score('banded_test')\n"
+        "class BandedScore(DotScore):\n"
+        "    def __init__(self, query_dim: int, key_dim: int, width: int) -> None:\n"
+        "        super().__init__(query_dim, key_dim)\n"
+    )
+    monkeypatch.setenv("ATTNX_PLUGIN_PATH", str(plugin.parent))
+    assert train(tmp_path / "run", "attention=dot", "score=banded_test", *TINY) == 2
+    assert "missing value for score.width" in capsys.readouterr().err
+
+
 def test_cfg_job_prints_the_resolved_config_fast_path() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "attnx.cli", "train", "attention=dot", "--cfg", "job"],
