@@ -21,9 +21,10 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from attnx import registry
-from attnx.config import ConfigError, check_overrides, validate
+from attnx.config import ConfigError, check_overrides, one_line, validate
 from attnx.track.results import completed, write_results
 
 log = logging.getLogger("attnx")
@@ -62,7 +63,7 @@ def train(cfg: DictConfig) -> float | None:
         "overrides": list(hc.overrides.task),
         "choices": {k: hc.runtime.choices.get(k) for k in ("task", "encoder", "attention", "score")},
         "output_dir": str(output_dir),
-        "config": OmegaConf.to_container(cfg, resolve=True),
+        "config": OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False),
     }
     done = completed(output_dir) if cfg.resume == "auto" else None
     if done and _same_run(done["overrides"], record["overrides"]):
@@ -70,7 +71,7 @@ def train(cfg: DictConfig) -> float | None:
         return done["metrics"].get(cfg.optimized_metric)
     try:
         task, module, trainer = _assemble(cfg, record)
-    except (ConfigError, ValueError, registry.RegistryError) as error:
+    except (ConfigError, ValueError, registry.RegistryError, OmegaConfBaseException) as error:
         return _fail(record, output_dir, error, multirun, user_error=True)
     try:
         return _fit(cfg, task, module, trainer, record, output_dir)
@@ -181,7 +182,9 @@ def _fit(
 def _fail(
     record: dict[str, Any], output_dir: Path, error: BaseException, multirun: bool, user_error: bool
 ) -> float:
-    record.update(status="failed", error=f"{type(error).__name__}: {error}", traceback=traceback.format_exc())
+    record.update(
+        status="failed", error=f"{type(error).__name__}: {one_line(error)}", traceback=traceback.format_exc()
+    )
     write_results(output_dir, record)
     if os.environ.get("HYDRA_FULL_ERROR") == "1" and not multirun:
         raise error
@@ -219,4 +222,6 @@ def _same_run(before: list[str], now: list[str]) -> bool:
 
 
 def _plain(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    if not isinstance(node, DictConfig):
+        return node
+    return OmegaConf.to_container(node, resolve=True, throw_on_missing=True)  # `???` is never a value
