@@ -81,6 +81,8 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"threads must be >= 1, got {cfg.threads}")
     if cfg.resume not in (None, "auto"):
         raise ConfigError(f"resume must be null or auto, got {cfg.resume!r}")
+    if cfg.optim.scheduler not in ("cosine", "constant"):
+        raise ConfigError(f"optim.scheduler must be cosine or constant, got {cfg.optim.scheduler!r}")
     if cfg.decode.beam_size < 1:
         raise ConfigError(f"decode.beam_size must be >= 1, got {cfg.decode.beam_size}")
     attention = registry.get("attention", cfg.attention.name)

@@ -73,6 +73,8 @@ def train(cfg: DictConfig) -> float | None:
         task, module, trainer = _assemble(cfg, record)
     except (ConfigError, ValueError, registry.RegistryError, OmegaConfBaseException) as error:
         return _fail(record, output_dir, error, multirun, user_error=True)
+    except Exception as error:  # e.g. a plugin's constructor or the Trainer refusing its arguments
+        return _fail(record, output_dir, error, multirun, user_error=False)
     try:
         return _fit(cfg, task, module, trainer, record, output_dir)
     except Exception as error:  # a crashed run is recorded, never silently lost

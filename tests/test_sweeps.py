@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import optuna
 import pytest
 from test_train import TINY, TINY_RNN, results, train
-
-from attnx.cli import main as cli
 
 # A plugin score that leaves "<pid> <torch threads>" in `trace` each time it is built, so the test sees
 # which process ran the run and with how many threads.
@@ -96,23 +96,46 @@ def test_optuna_study_of_three_trials_persists_in_sqlite(tmp_path: Path) -> None
     assert "best_params" in (tmp_path / "sweep" / "optimization_results.yaml").read_text()
 
 
-def test_a_crashing_run_is_recorded_and_the_others_are_reported(
-    tmp_path: Path, capsys: pytest.CaptureFixture
-) -> None:
-    # optim.scheduler=linear passes config checks and raises inside trainer.fit (configure_optimizers).
-    train(
-        tmp_path, "attention=additive", "optim.scheduler=cosine,linear,constant", *TINY_RNN, *TINY, sweep=True
-    )
-    by_scheduler = {r["config"]["optim"]["scheduler"]: r for r in results(tmp_path)}
-    assert by_scheduler["linear"]["status"] == "failed"
-    assert "optim.scheduler must be cosine or constant" in by_scheduler["linear"]["error"]
-    assert by_scheduler["cosine"]["status"] == by_scheduler["constant"]["status"] == "completed"
+EXPLODING = """
+from attnx import register_score
+from attnx.nn.scores import DotScore
 
-    capsys.readouterr()
-    assert cli(["report", str(tmp_path)]) == 0
-    table, failed = capsys.readouterr().out.split("failed or unfinished runs:")
-    assert "| optim.scheduler |" in table and "| cosine " in table and "| constant " in table
-    assert "linear" not in table and "| linear " in failed and "optim.scheduler must be" in failed
+
+@register_score("exploding")
+class ExplodingScore(DotScore):
+    def forward(self, query, keys):
+        raise RuntimeError("boom: this score always fails")
+"""
+
+
+def test_a_crashing_run_is_recorded_and_the_others_are_reported(tmp_path: Path) -> None:
+    # A plugin that raises inside trainer.fit; in its own process, so it never joins this one's registry.
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "exploding.py").write_text(EXPLODING)
+    sweep = tmp_path / "sweep"
+    args = [
+        "-m",
+        "attention=dot",
+        "score=dot,exploding,general",
+        *TINY_RNN,
+        *TINY,
+        f"hydra.sweep.dir={sweep}",
+    ]
+    code = "import sys, attnx.cli; sys.exit(attnx.cli.main(sys.argv[1:]))"
+    subprocess.run(
+        [sys.executable, "-c", code, "train", *args], cwd=tmp_path, check=True, capture_output=True
+    )
+    by_score = {r["choices"]["score"]: r for r in results(sweep)}
+    assert by_score["exploding"]["status"] == "failed"
+    assert "boom: this score always fails" in by_score["exploding"]["error"]
+    assert by_score["dot"]["status"] == by_score["general"]["status"] == "completed"
+
+    report = subprocess.run(
+        [sys.executable, "-c", code, "report", str(sweep)], capture_output=True, text=True, check=True
+    ).stdout
+    table, failed = report.split("failed or unfinished runs:")
+    assert "| score " in table and "| dot " in table and "| general " in table
+    assert "exploding" not in table and "| exploding " in failed and "boom" in failed
     assert "2/3 runs completed" in failed
 
 

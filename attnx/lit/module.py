@@ -49,8 +49,6 @@ class AttnxModule(pl.LightningModule):
         )
         total = max(1, int(self.trainer.estimated_stepping_batches))
         warmup = min(int(optim["warmup_steps"]), total - 1)
-        if optim["scheduler"] not in ("cosine", "constant"):
-            raise ValueError(f"optim.scheduler must be cosine or constant, got {optim['scheduler']!r}")
         cosine = optim["scheduler"] == "cosine"
 
         def factor(step: int) -> float:
