@@ -81,6 +81,9 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"threads must be >= 1, got {cfg.threads}")
     if cfg.resume not in (None, "auto"):
         raise ConfigError(f"resume must be null or auto, got {cfg.resume!r}")
+    for key in ("lr", "weight_decay", "warmup_steps"):
+        if cfg.optim[key] < 0 or (key == "lr" and cfg.optim[key] == 0):
+            raise ConfigError(f"optim.{key} must be {'> 0' if key == 'lr' else '>= 0'}, got {cfg.optim[key]}")
     if cfg.optim.scheduler not in ("cosine", "constant"):
         raise ConfigError(f"optim.scheduler must be cosine or constant, got {cfg.optim.scheduler!r}")
     if cfg.decode.beam_size < 1:
