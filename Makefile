@@ -19,7 +19,7 @@ $(STAMP): pyproject.toml
 # The quick start: fixed context C vs additive attention on one task, then the comparison table.
 run: install
 	dir=outputs/quickstart/$$(date +%Y-%m-%d_%H-%M-%S) && \
-	$(BIN)/attnx train -m +experiment=quickstart hydra.sweep.dir=$$dir && \
+	$(BIN)/attnx train -m experiment=quickstart hydra.sweep.dir=$$dir && \
 	$(BIN)/attnx report $$dir
 
 test: install

@@ -35,7 +35,7 @@ from torch import nn
 from attnx import registry
 from attnx.measure import count_flops, median_time, peak_memory
 from attnx.models.build import score_factory
-from attnx.tasks.vocab import SPECIALS
+from attnx.vocab import SPECIALS
 
 VOCAB = 100  # token ids for the encoder rows; the embedding size barely matters
 MIB = 2**20

@@ -2,46 +2,104 @@
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
 
+
+def _config_dir() -> str:
+    """The shipped configs: `attnx/conf` in an installed wheel, the top-level `conf/` of a source
+    checkout (pyproject's package-dir maps one onto the other when a wheel is built)."""
+    package = Path(__file__).parent
+    installed = package / "conf"
+    return str(installed if installed.is_dir() else package.parent / "conf")
+
+
+CONF_DIR = _config_dir()
+
+
+def user_config_dirs() -> list[Path]:
+    """Config folders of the user's own, searched after the shipped ones: `./conf` of the launch
+    folder, then each folder of ATTNX_CONFIG_PATH (as `./plugins` and ATTNX_PLUGIN_PATH for code).
+    A `./conf/experiment/mine.yaml` is then `experiment=mine`."""
+    dirs = [
+        Path.cwd() / "conf",
+        *(Path(p) for p in os.environ.get("ATTNX_CONFIG_PATH", "").split(os.pathsep) if p),
+    ]
+    shipped = Path(CONF_DIR).resolve()
+    return list(dict.fromkeys(d.resolve() for d in dirs if d.is_dir() and d.resolve() != shipped))
+
+
+def search_path_override() -> list[str]:
+    """`hydra.searchpath=[...]` adding `user_config_dirs()`, or nothing when there are none."""
+    dirs = user_config_dirs()
+    if not dirs:
+        return []
+    quoted = (str(d).replace("\\", "\\\\").replace("'", "\\'") for d in dirs)
+    return ["hydra.searchpath=[" + ",".join(f"'file://{d}'" for d in quoted) + "]"]
+
+
 _NOISE = ("object_type", "Set the environment", "Config search path", "provider=")
-_SWEEP_FUNCTIONS = ("choice(", "range(", "interval(", "glob(", "tag(", "sort(", "shuffle(")
 
 
 class ConfigError(ValueError):
     """A configuration the user can fix; its message names the key and what is allowed."""
 
 
-def check_overrides(argv: list[str], conf_dir: str) -> None:
+def registry_choices(overrides: list[str]) -> list[tuple[str, str]]:
+    """(kind, name) for every registry name the overrides choose, sweeps' values included, parsed by
+    Hydra's own override grammar (`attention=dot,additive`, `attention=choice(dot,additive)`)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import ValueType
+
+    chosen = []
+    for override in OverridesParser.create().parse_overrides(overrides):
+        kind = override.key_or_group
+        if kind not in registry.KINDS or override.is_delete():
+            continue
+        if override.value_type in (ValueType.CHOICE_SWEEP, ValueType.SIMPLE_CHOICE_SWEEP):
+            names = list(override.sweep_string_iterator())
+        elif override.value_type == ValueType.ELEMENT:
+            names = [override.get_value_element_as_str()]
+        else:  # a glob or range of names: Hydra checks what it expands to
+            names = []
+        chosen += [(kind, name) for name in names if name != "null"]
+    return chosen
+
+
+def check_overrides(argv: list[str]) -> None:
     """Reject unknown registry names with did-you-mean, then (single runs) compose once to report
     Hydra's own errors (unknown key, wrong type, missing value) as one line."""
-    overrides = [a for a in argv if not a.startswith("-")]
-    for override in overrides:
-        key, sep, value = override.lstrip("+~").partition("=")
-        kind = key.split("@")[0]
-        if not sep or kind not in registry.KINDS or value.startswith(_SWEEP_FUNCTIONS):
-            continue
-        names = registry.available(kind)
-        for choice in (v.strip() for v in value.split(",")):
-            if choice not in names and choice != "null":
-                raise ConfigError(registry.unknown_message(kind, choice, names))
+    # what is not an override is a Hydra flag or its value (`--cfg job`)
+    overrides = [a for a in argv if not a.startswith("-") and ("=" in a or a.startswith("~"))]
+    try:
+        chosen = registry_choices(overrides)
+    except Exception as error:  # Hydra's grammar: names the override it cannot parse
+        raise ConfigError(one_line(error)) from error
+    for kind, name in chosen:
+        if name not in registry.available(kind):
+            raise ConfigError(registry.unknown_message(kind, name, registry.available(kind)))
     if len(overrides) == len(argv):  # no Hydra flags (-m, --cfg, --help): a plain run
-        _compose(conf_dir, overrides)
+        compose(overrides)
 
 
-def _compose(conf_dir: str, overrides: list[str]) -> DictConfig:
-    from hydra import compose, initialize_config_dir
+def compose(overrides: list[str], return_hydra_config: bool = False) -> DictConfig:
+    """`attnx train <overrides>`'s config, composed as the CLI does (user config folders included),
+    with any `???` left unset reported as a ConfigError naming the key."""
+    import hydra
 
     try:
-        with initialize_config_dir(config_dir=conf_dir, version_base="1.3"):
-            cfg = compose(config_name="train", overrides=overrides)
+        with hydra.initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            cfg = hydra.compose(
+                "train", [*overrides, *search_path_override()], return_hydra_config=return_hydra_config
+            )
     except Exception as error:
         raise ConfigError(one_line(error)) from error
-    missing = _missing(OmegaConf.to_container(cfg, resolve=False))
+    missing = [k for k in _missing(OmegaConf.to_container(cfg, resolve=False)) if not k.startswith("hydra.")]
     if missing:
         raise ConfigError(
             f"missing value for {', '.join(missing)}: set it on the command line, e.g. {missing[0]}=..."
@@ -95,7 +153,7 @@ def validate(cfg: DictConfig) -> None:
     from attnx.nn.attention import PLACEMENTS
 
     task = registry.get("task", cfg.task.name)
-    if task.kind == "seq2seq" and attention.placement not in PLACEMENTS:
+    if task.model_type == "seq2seq" and attention.placement not in PLACEMENTS:
         raise ConfigError(
             f"attention={cfg.attention.name} cannot drive a decoder (placement {attention.placement!r}, "
             f"expected one of {', '.join(PLACEMENTS)}), so it cannot be used with "

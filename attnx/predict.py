@@ -60,8 +60,8 @@ def main(argv: list[str]) -> int:
 
     from attnx import registry
     from attnx.tasks.base import Batch
-    from attnx.tasks.vocab import Vocab
     from attnx.track.maps import attention_maps
+    from attnx.vocab import Vocab
 
     decode = {k.split(".")[1]: DECODE_TYPES[k.split(".")[1]](v) for k, v in args.items() if "." in k}
     try:
@@ -77,7 +77,7 @@ def main(argv: list[str]) -> int:
     src_len = torch.tensor([len(tokens)])
     batch = Batch(src, src_len)
     with torch.no_grad():
-        if spec["kind"] == "classification":
+        if spec["model_type"] == "classification":
             probs = module.model(src, src_len, need_weights=False)[0].softmax(-1)[0]
             best = int(probs.argmax())
             print(f"{spec['classes'][best]}  (p={probs[best]:.3f})")

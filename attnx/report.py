@@ -106,14 +106,14 @@ def load(dirs: list[Path]) -> list[dict[str, Any]]:
 
 
 def overrides(run: dict[str, Any]) -> dict[str, str]:
-    """`key=value` overrides of a run, `+`/`++` prefixes dropped (`+experiment=x` is key `experiment`)."""
+    """`key=value` overrides of a run, `+`/`++` prefixes dropped (`+seeed=3` is key `seeed`)."""
     pairs = (o.lstrip("+~").partition("=") for o in run.get("overrides", []))
     return {key: val for key, sep, val in pairs if sep}
 
 
 def value(run: dict[str, Any], key: str) -> Any:
     """A column's value: the resolved choice (task/encoder/attention/score), else the resolved config
-    entry, else the override as written (a config group such as `logger=many`, or `+experiment=x`)."""
+    entry, else the override as written (a config group such as `logger=many`, or `experiment=x`)."""
     if key in CHOICES:
         return run.get("choices", {}).get(key)
     node: Any = run.get("config", {})
@@ -132,7 +132,7 @@ def swept_columns(runs: list[dict[str, Any]]) -> list[str]:
 def default_metrics(runs: list[dict[str, Any]]) -> list[str]:
     """The main metrics of the task kinds present; val/ ones when the runs skipped the test split."""
     chosen: list[str] = []
-    for kind in dict.fromkeys(r.get("task_kind") for r in runs):
+    for kind in dict.fromkeys(r.get("model_type", r.get("task_kind")) for r in runs):
         for metric in DEFAULT_METRICS.get(kind, ()):
             if not any(metric in r["metrics"] for r in runs):
                 metric = metric.replace("test/", "val/", 1)

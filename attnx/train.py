@@ -1,8 +1,8 @@
 """`attnx train`: Hydra composes the config, Lightning fits and tests, every run writes results.json.
 
-Importing this module discovers plugins. Launchers that run jobs in other processes (joblib's
-loky workers, submitit) import it to unpickle the task function, so plugins are registered there
-too before Hydra re-composes the job's config.
+Plugins are discovered in `main` before Hydra composes anything, and again by `train` in every job:
+launchers that run jobs in other processes (joblib's loky workers, submitit) call the task function
+there, so a plugin's classes are registered in the process that builds its model.
 """
 
 from __future__ import annotations
@@ -24,23 +24,33 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from attnx import registry
-from attnx.config import ConfigError, check_overrides, one_line, validate
+from attnx.config import CONF_DIR, ConfigError, check_overrides, one_line, search_path_override, validate
+from attnx.models.build import resolve_score_name
 from attnx.track.results import completed, write_results
 
 log = logging.getLogger("attnx")
-CONF_DIR = str(Path(__file__).parent / "conf")
 
-registry.load_all()
+
+class UserError(BaseException):
+    """A single run's config error, raised out of the task function to `main`, which prints it as one
+    line and exits 2. A BaseException, so Hydra's job runner passes it up instead of reporting it."""
 
 
 def main(argv: list[str]) -> int:
     try:
-        check_overrides(argv, CONF_DIR)
+        registry.load_all()
+        check_overrides(argv)
     except (ConfigError, registry.RegistryError, registry.PluginImportError) as error:
         print(f"attnx train: {error}", file=sys.stderr)
         return 2
-    sys.argv = ["attnx train", *argv]
-    _hydra_main()
+    saved, sys.argv = sys.argv, ["attnx train", *search_path_override(), *argv]  # @hydra.main reads sys.argv
+    try:
+        _hydra_main()
+    except UserError as error:
+        print(f"attnx train: {error}", file=sys.stderr)
+        return 2
+    finally:
+        sys.argv = saved
     return 0
 
 
@@ -52,6 +62,7 @@ def _hydra_main(cfg: DictConfig) -> float | None:
 def train(cfg: DictConfig) -> float | None:
     """Run one job; returns `cfg.optimized_metric` for sweepers. Never loses a sweep's other runs:
     in a multirun a failure is recorded in results.json and the sweep goes on."""
+    registry.load_all()  # a launcher's worker process arrives here without having run `main`
     # Lightning logs through its own handler; propagating too would print every line twice.
     logging.getLogger("lightning.pytorch").propagate = False
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 on torch 2.13, not ours
@@ -70,7 +81,9 @@ def train(cfg: DictConfig) -> float | None:
         log.info("resume=auto: %s already completed with these overrides, skipping", output_dir)
         return done["metrics"].get(cfg.optimized_metric)
     try:
-        task, module, trainer = _assemble(cfg, record)
+        task, module, trainer = assemble(cfg)
+        record["choices"]["score"] = resolve_score_name(cfg.attention.name, _plain(cfg.get("score")))
+        record["model_type"] = task.model_type
     except (ConfigError, ValueError, registry.RegistryError, OmegaConfBaseException) as error:
         return _fail(record, output_dir, error, multirun, user_error=True)
     except Exception as error:  # e.g. a plugin's constructor or the Trainer refusing its arguments
@@ -85,7 +98,8 @@ def train(cfg: DictConfig) -> float | None:
         finish_logging(trainer.loggers, completed=record["status"] == "completed")
 
 
-def _assemble(cfg: DictConfig, record: dict[str, Any]) -> tuple[Any, Any, Any]:
+def assemble(cfg: DictConfig) -> tuple[Any, Any, Any]:
+    """(task, LightningModule, Trainer) for a composed config, seeded; the task's data is built."""
     import torch
 
     validate(cfg)
@@ -94,15 +108,12 @@ def _assemble(cfg: DictConfig, record: dict[str, Any]) -> tuple[Any, Any, Any]:
     import lightning.pytorch as pl
 
     from attnx.lit import lit_module
-    from attnx.models.build import resolve_score_name
 
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     task = registry.build("task", cfg.task)
     task.setup()
-    record["choices"]["score"] = resolve_score_name(cfg.attention.name, _plain(cfg.get("score")))
-    record["task_kind"] = task.kind
     spec = {
-        "kind": task.kind,
+        "model_type": task.model_type,
         "task": _plain(cfg.task),
         "encoder": _plain(cfg.encoder),
         "attention": _plain(cfg.attention),
@@ -112,8 +123,8 @@ def _assemble(cfg: DictConfig, record: dict[str, Any]) -> tuple[Any, Any, Any]:
         "decode": _plain(cfg.decode),
         "compile": cfg.compile,
         "src_itos": task.src_vocab.itos,
-        "tgt_itos": task.tgt_vocab.itos if task.kind == "seq2seq" else None,
-        "classes": list(task.classes) if task.kind == "classification" else None,
+        "tgt_itos": task.tgt_vocab.itos if task.model_type == "seq2seq" else None,
+        "classes": list(task.classes) if task.model_type == "classification" else None,
     }
     module = lit_module(spec)
     trainer = _trainer(cfg)
@@ -196,8 +207,7 @@ def _fail(
         )
         return math.nan
     if user_error:
-        print(f"attnx train: {error}", file=sys.stderr)
-        sys.exit(2)
+        raise UserError(str(error)) from error
     raise error
 
 

@@ -71,11 +71,12 @@ def assemble(overrides: list[str], output_dir: str) -> tuple[Any, Any, Any]:
     """(task, module, trainer) exactly as `attnx train <overrides>` builds them, seeded."""
     from hydra import compose, initialize_config_dir
 
-    from attnx.train import CONF_DIR, _assemble
+    from attnx import train
+    from attnx.config import CONF_DIR
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("train", overrides=[*overrides, f"paths.output_dir={output_dir}"])
-    return _assemble(cfg, {"choices": {}})
+    return train.assemble(cfg)
 
 
 class PlainLoop:
@@ -83,7 +84,12 @@ class PlainLoop:
     (from `configure_optimizers`), gradient-norm clipping and its task's loss, no Trainer."""
 
     def __init__(self, task: Any, module: Any, clip: float, total_steps: int, device: torch.device) -> None:
-        self.kind, self.module, self.clip, self.device = task.kind, module.to(device).train(), clip, device
+        self.model_type, self.module, self.clip, self.device = (
+            task.model_type,
+            module.to(device).train(),
+            clip,
+            device,
+        )
         module.trainer = SimpleNamespace(estimated_stepping_batches=total_steps)  # all it reads
         config = module.configure_optimizers()
         self.optimizer, self.scheduler = config["optimizer"], config["lr_scheduler"]["scheduler"]
@@ -91,7 +97,7 @@ class PlainLoop:
     def step(self, batch: Batch) -> float:
         batch = Batch(*(None if t is None else t.to(self.device, non_blocking=True) for t in batch))
         logits, _ = self.module(batch)
-        if self.kind == "seq2seq":
+        if self.model_type == "seq2seq":
             loss = self.module.loss(logits, batch)
         else:
             loss = F.cross_entropy(logits, batch.label)

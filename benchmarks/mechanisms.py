@@ -41,7 +41,7 @@ def main() -> None:
                 steps[attention] = common.cycling(loop, task, BATCHES)
         times = interleaved(steps, device, common.rounds(list(steps.values()), device, args.budget), warmup=3)
         relative = ratios(times, attentions[0])
-        kind = registry.get("task", task_name).kind
+        kind = registry.get("task", task_name).model_type
         for attention in attentions:
             ms = statistics.median(times[attention]) * 1e3
             rows.append([f"{task_name} ({kind})", encoder, attention, ms, 1 / relative[attention]])

@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from attnx import registry
-from attnx.train import CONF_DIR
+from attnx.config import CONF_DIR
 
 EXPERIMENTS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yaml"))
 
@@ -35,11 +35,11 @@ def test_mechanism_default_score_is_left_to_the_mechanism() -> None:
 
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_experiment_composes_with_every_swept_value(name: str) -> None:
-    cfg = _compose(f"+experiment={name}")
+    cfg = _compose(f"experiment={name}")
     params = cfg.hydra.sweeper.params
     assert params, f"experiment {name} sweeps nothing"
     for key, values in params.items():
         for value in (v.strip() for v in str(values).split(",")):
-            swept = _compose(f"+experiment={name}", f"{key}={value}")
+            swept = _compose(f"experiment={name}", f"{key}={value}")
             chosen = swept[key].name if key in registry.KINDS else OmegaConf.select(swept, key)
             assert str(chosen) == value, (key, value)

@@ -19,9 +19,10 @@ import torch
 import torch.nn.functional as F
 from hydra import compose, initialize_config_dir
 
+from attnx import train
 from attnx.cli import main as cli
+from attnx.config import CONF_DIR
 from attnx.nn.encoders import SelfAttentionEncoder
-from attnx.train import CONF_DIR, _assemble
 
 TINY = [
     "encoder=self_attn",
@@ -53,7 +54,7 @@ def assemble(task: str, *overrides: str) -> tuple[Any, Any]:
     """(task, LightningModule) as `attnx train task=<task> <TINY> <overrides>` builds them."""
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("train", overrides=[f"task={task}", *TINY, *overrides, "paths.output_dir=unused"])
-    data, module, _ = _assemble(cfg, {"choices": {}})
+    data, module, _ = train.assemble(cfg)
     return data, module
 
 

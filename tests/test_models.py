@@ -9,7 +9,7 @@ from torch import nn
 from attnx import registry
 from attnx.models import Classifier, Seq2Seq, build_model, resolve_score_name
 from attnx.models.seq2seq import gnmt_penalty, until_eos
-from attnx.tasks.vocab import BOS, EOS, PAD
+from attnx.vocab import BOS, EOS, PAD
 
 SRC_VOCAB, TGT_VOCAB = 12, 7
 SMALL = {"embed_dim": 8, "hidden_dim": 16}
@@ -160,19 +160,19 @@ def test_classifier_pooling_means() -> None:
         torch.testing.assert_close(model.eval()(src, lengths)[0], model.head(pooled))
 
 
-@pytest.mark.parametrize("kind", ["seq2seq", "classification"])
+@pytest.mark.parametrize("model_type", ["seq2seq", "classification"])
 @pytest.mark.parametrize("encoder", ENCODERS, ids=["rnn", "self_attn"])
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_build_model_every_mechanism_and_encoder(kind, encoder, mechanism) -> None:
-    sizes = {"tgt_vocab": TGT_VOCAB} if kind == "seq2seq" else {"num_classes": 2}
+def test_build_model_every_mechanism_and_encoder(model_type, encoder, mechanism) -> None:
+    sizes = {"tgt_vocab": TGT_VOCAB} if model_type == "seq2seq" else {"num_classes": 2}
     model = build_model(
-        kind, SRC_VOCAB, encoder, {"name": mechanism}, None, {**SMALL, "dropout": 0.2}, **sizes
+        model_type, SRC_VOCAB, encoder, {"name": mechanism}, None, {**SMALL, "dropout": 0.2}, **sizes
     )
     assert type(model.encoder) is registry.get("encoder", encoder["name"])
-    attention = model.decoder.attention if kind == "seq2seq" else model.attention
+    attention = model.decoder.attention if model_type == "seq2seq" else model.attention
     assert type(attention) is registry.get("attention", mechanism)
     src, lengths = source()
-    if kind == "seq2seq":
+    if model_type == "seq2seq":
         assert model.decoder.hidden_dim == 16 and model.decoder.dropout.p == 0.2
         logits, _ = model(src, lengths, torch.randint(1, TGT_VOCAB, (4, 3)))
         assert logits.shape == (4, 3, TGT_VOCAB)
@@ -210,15 +210,15 @@ def test_score_with_a_scoreless_mechanism_is_an_error(mechanism) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"kind": "translation"}, "model kind must be one of seq2seq, classification"),
+        ({"model_type": "translation"}, "model_type must be one of seq2seq, classification"),
         ({"model": {"hiden_dim": 8}}, "unknown model key.*hiden_dim"),
         ({"tgt_vocab": None}, "needs tgt_vocab"),
-        ({"kind": "classification"}, "needs num_classes"),
+        ({"model_type": "classification"}, "needs num_classes"),
     ],
 )
 def test_build_model_errors(kwargs, message) -> None:
     args = {
-        "kind": "seq2seq",
+        "model_type": "seq2seq",
         "src_vocab": SRC_VOCAB,
         "encoder": ENCODERS[0],
         "attention": {"name": "additive"},

@@ -27,7 +27,7 @@ def record(attention: str, length: int, seed: int, exact: float | None) -> dict:
         "overrides": overrides,
         "choices": {"task": "reverse", "encoder": "rnn", "attention": attention, "score": None},
         "config": {"task": {"name": "reverse", "max_len": length}, "seed": seed},
-        "task_kind": "seq2seq",
+        "model_type": "seq2seq",
     }
     if exact is None:
         return common | {"status": "failed", "error": "RuntimeError: boom\nmore lines"}

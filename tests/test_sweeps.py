@@ -77,7 +77,7 @@ def test_optuna_study_of_three_trials_persists_in_sqlite(tmp_path: Path) -> None
     storage = f"sqlite:///{tmp_path / 'optuna.db'}"
     train(
         tmp_path / "sweep",
-        "+hparams_search=optuna",
+        "hparams_search=optuna",
         "hydra.sweeper.n_trials=3",
         f"hydra.sweeper.storage={storage}",
         "hydra.sweeper.study_name=tiny",

@@ -13,7 +13,7 @@ from attnx.tasks.base import SPLITS, Batch, Task
 from attnx.tasks.listops import OPERATORS
 from attnx.tasks.sentiment import NEGATIVE, NEGATORS, POSITIVE, polarity
 from attnx.tasks.text import TextTask
-from attnx.tasks.vocab import BOS, EOS, PAD, UNK
+from attnx.vocab import BOS, EOS, PAD, UNK
 
 BUILT_IN = ["addition", "copy", "listops", "reverse", "sentiment", "sort"]
 TINY = {"train_size": 60, "val_size": 20, "test_size": 20, "batch_size": 16}
@@ -50,7 +50,7 @@ def test_task_builds_splits_and_batches(name: str) -> None:
     for b in batches:
         assert b.src.dtype == torch.long and b.src.shape[1] == int(b.src_len.max())  # trimmed to the batch
         assert torch.equal((b.src != PAD).sum(1), b.src_len)
-        if task.kind == "seq2seq":
+        if task.model_type == "seq2seq":
             assert b.label is None and (b.tgt[:, 0] == BOS).all()
             tgt_len = (b.tgt != PAD).sum(1)
             assert b.tgt.shape[1] == int(tgt_len.max())
@@ -277,7 +277,7 @@ def test_structured_config_fields(name: str, fields: list[str]) -> None:
 class Pairs(TextTask):
     """A file-backed task in miniature: only `examples()` is written."""
 
-    kind = "seq2seq"
+    model_type = "seq2seq"
     min_freq = 2
 
     def examples(self) -> dict[str, list[tuple[str, str]]]:
@@ -289,7 +289,7 @@ class Pairs(TextTask):
 
 
 class Labels(TextTask):
-    kind = "classification"
+    model_type = "classification"
 
     def examples(self) -> dict[str, list[tuple[str, str]]]:
         return {"train": [("a b", "yes"), ("b", "no")], "val": [("a", "yes")], "test": [("b", "maybe")]}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from attnx.lit.text_metrics import SequenceErrorRate, TokenErrorRate, bleu, chrf, edit_distance
+from attnx.tasks.metrics import SequenceErrorRate, TokenErrorRate, bleu, chrf, edit_distance
 from attnx.tasks.text import TextTask
 
 HYPOTHESES = ["the cat sat on the mat .", "a quick brown fox jumps", "hello world"]
@@ -60,7 +60,7 @@ def test_word_error_rate_accepts_any_reference() -> None:
 
 
 class Pairs(TextTask):
-    kind = "seq2seq"
+    model_type = "seq2seq"
 
     def examples(self) -> dict[str, list[tuple[str, str]]]:
         return {"train": [("a b", "x y")], "val": [("a", "x zebra")], "test": [("b", "y")]}

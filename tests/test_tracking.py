@@ -13,9 +13,9 @@ from test_train import TINY, TINY_RNN, TINY_SELF_ATTN, results, train
 from attnx import registry
 from attnx.predict import load
 from attnx.tasks.base import Batch
-from attnx.tasks.vocab import EOS, Vocab
 from attnx.track.loggers import wandb_mode
 from attnx.track.maps import attention_maps
+from attnx.vocab import EOS, Vocab
 
 
 @pytest.fixture

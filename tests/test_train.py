@@ -59,7 +59,7 @@ def test_every_mechanism_trains_and_records(tmp_path: Path, task: str, encoder: 
         assert r["status"] == "completed", r.get("error")
         assert r["choices"]["task"] == task
         assert r["params"] > 0 and r["train_seconds"] > 0 and r["samples_per_second"] > 0
-        main_metric = "test/exact_match" if r["task_kind"] == "seq2seq" else "test/acc"
+        main_metric = "test/exact_match" if r["model_type"] == "seq2seq" else "test/acc"
         assert 0.0 <= r["metrics"][main_metric] <= 1.0
         assert {"val/loss", "test/loss"} <= set(r["metrics"])
         expected_score = {

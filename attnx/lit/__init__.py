@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from importlib import import_module
 from typing import Any
+
+# model_type -> the LightningModule that trains it, imported on first use
+MODULES = {
+    "seq2seq": "attnx.lit.seq2seq:Seq2SeqModule",
+    "classification": "attnx.lit.classifier:ClassifierModule",
+}
 
 
 def lit_module(spec: dict[str, Any]) -> Any:
-    """The LightningModule for a task kind, built from a model spec (see `AttnxModule`)."""
-    if spec["kind"] == "seq2seq":
-        from attnx.lit.seq2seq import Seq2SeqModule
-
-        return Seq2SeqModule(spec)
-    from attnx.lit.classifier import ClassifierModule
-
-    return ClassifierModule(spec)
+    """The LightningModule for the spec's model type, built from a model spec (see `AttnxModule`)."""
+    model_type = spec["model_type"]
+    if model_type not in MODULES:
+        raise ValueError(f"model_type must be one of {', '.join(MODULES)}; got {model_type!r}")
+    module, name = MODULES[model_type].split(":")
+    return getattr(import_module(module), name)(spec)

@@ -26,7 +26,7 @@ class AttnxModule(pl.LightningModule):
         super().__init__()
         self.spec = spec
         self.model: nn.Module = build_model(
-            spec["kind"],
+            spec["model_type"],
             src_vocab=len(spec["src_itos"]),
             encoder=spec["encoder"],
             attention=spec["attention"],

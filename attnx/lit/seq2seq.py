@@ -19,7 +19,7 @@ from torchmetrics.text import Perplexity
 from attnx import registry
 from attnx.lit.module import AttnxModule
 from attnx.tasks.base import Batch, Task
-from attnx.tasks.vocab import PAD, Vocab
+from attnx.vocab import PAD, Vocab
 
 
 class Seq2SeqModule(AttnxModule):

@@ -14,8 +14,8 @@ from attnx.nn.attention import ScoreFactory
 from attnx.nn.decoders import RNNDecoder
 from attnx.nn.scores import Score
 
-KINDS = ("seq2seq", "classification")
-# `model` keys each kind reads; a shared `model` section may carry both kinds' keys.
+MODEL_TYPES = ("seq2seq", "classification")
+# `model` keys each model type reads; a shared `model` section may carry both types' keys.
 MODEL_KEYS = {
     "seq2seq": ("embed_dim", "hidden_dim", "cell", "num_layers", "dropout"),
     "classification": ("dropout",),
@@ -44,7 +44,7 @@ def score_factory(score_cfg: Mapping[str, Any]) -> ScoreFactory:
 
 
 def build_model(
-    kind: str,
+    model_type: str,
     src_vocab: int,
     encoder: Mapping[str, Any],
     attention: Mapping[str, Any],
@@ -53,20 +53,21 @@ def build_model(
     tgt_vocab: int | None = None,
     num_classes: int | None = None,
 ) -> nn.Module:
-    """A `Seq2Seq` (kind "seq2seq", needs tgt_vocab) or `Classifier` ("classification", needs num_classes)."""
-    if kind not in KINDS:
-        raise ValueError(f"model kind must be one of {', '.join(KINDS)}; got {kind!r}")
+    """A `Seq2Seq` (model_type "seq2seq", needs tgt_vocab) or a `Classifier` ("classification",
+    needs num_classes)."""
+    if model_type not in MODEL_TYPES:
+        raise ValueError(f"model_type must be one of {', '.join(MODEL_TYPES)}; got {model_type!r}")
     known = set().union(*MODEL_KEYS.values())
     unknown = sorted(set(model) - known)
     if unknown:
         raise ValueError(f"unknown model key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
-    options = {key: model[key] for key in MODEL_KEYS[kind] if key in model}
+    options = {key: model[key] for key in MODEL_KEYS[model_type] if key in model}
 
     enc = registry.build("encoder", encoder, vocab_size=src_vocab)
     score_name = resolve_score_name(attention["name"], score)
     factory = None if score_name is None else score_factory(score or {"name": score_name})
 
-    if kind == "classification":
+    if model_type == "classification":
         if num_classes is None:
             raise ValueError("a classification model needs num_classes")
         dims = {"query_dim": enc.output_dim, "key_dim": enc.output_dim, "value_dim": enc.output_dim}

@@ -7,7 +7,7 @@ from torch import nn
 
 from attnx.nn.decoders import RNNDecoder
 from attnx.nn.encoders import Encoder, EncoderOutput
-from attnx.tasks.vocab import BOS, EOS, PAD
+from attnx.vocab import BOS, EOS, PAD
 
 
 def until_eos(tokens: torch.Tensor) -> torch.Tensor:

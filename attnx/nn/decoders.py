@@ -23,7 +23,7 @@ from torch import nn
 
 from attnx.nn.attention import PLACEMENTS, Attention
 from attnx.nn.encoders import EncoderOutput, rnn_class
-from attnx.tasks.vocab import PAD
+from attnx.vocab import PAD
 
 Hidden = torch.Tensor | tuple[torch.Tensor, torch.Tensor]  # [L, B, H], or (h, c) for an LSTM
 

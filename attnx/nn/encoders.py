@@ -11,7 +11,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnx import registry
 from attnx.registry import register_encoder
-from attnx.tasks.vocab import PAD
+from attnx.vocab import PAD
 
 RNN_CELLS: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
 

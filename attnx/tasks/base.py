@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
-from attnx.tasks.vocab import Vocab
+from attnx.vocab import Vocab
 
 SPLITS = ("train", "val", "test")
 
@@ -108,13 +108,13 @@ def check_lengths(min_field: str, min_value: int, max_field: str, max_value: int
 class Task:
     """Base class of the `task` kind: a dataset with vocabularies and deterministic splits.
 
-    Subclasses set `kind` and implement `build()`; text-backed tasks subclass `TextTask` and
+    Subclasses set `model_type` and implement `build()`; text-backed tasks subclass `TextTask` and
     implement only `examples()`. After `setup()`: `src_vocab`, and `tgt_vocab` (seq2seq) or
     `classes` (classification). Constructor arguments become the task's Hydra config, so keep them
     simple (int/float/bool/str/None) with defaults, and validate them in `__init__` with `check`.
     """
 
-    kind: ClassVar[str]  # "seq2seq" | "classification"
+    model_type: ClassVar[str]  # which model the task trains: "seq2seq" | "classification"
     src_vocab: Vocab
     tgt_vocab: Vocab
     classes: list[str]

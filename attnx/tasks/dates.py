@@ -26,7 +26,7 @@ FORMATS = ("short", "medium", "long", "full")
 class DatesTask(CachedTextTask):
     """Dates in CLDR formats of several locales -> YYYY-MM-DD; characters in and out."""
 
-    kind = "seq2seq"
+    model_type = "seq2seq"
 
     def __init__(
         self,

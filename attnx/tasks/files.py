@@ -131,7 +131,7 @@ class TextClassificationTask(FileTask):
     both columns. Classes are the train split's labels, sorted.
     """
 
-    kind = "classification"
+    model_type = "classification"
 
     def __init__(
         self,
@@ -232,7 +232,7 @@ class TextPairsTask(FileTask):
     malformed.
     """
 
-    kind = "seq2seq"
+    model_type = "seq2seq"
 
     def __init__(
         self,
@@ -271,7 +271,7 @@ class TextPairsTask(FileTask):
         return ("" if self.target_tokenizer == "char" else " ").join(tokens)
 
     def text_metrics(self) -> dict[str, Any]:
-        from attnx.lit.text_metrics import bleu, chrf
+        from attnx.tasks.metrics import bleu, chrf
 
         return {"bleu": bleu(), "chrf": chrf()}
 

@@ -51,7 +51,7 @@ def lexicon(stress: bool) -> dict[str, list[str]]:
 class G2PTask(CachedTextTask):
     """CMUdict grapheme-to-phoneme; sizes count words (null: all, ~113k/6.3k/6.3k)."""
 
-    kind = "seq2seq"
+    model_type = "seq2seq"
     cache_ignores: ClassVar[tuple[str, ...]] = ("batch_size", "seed")  # hash splits ignore the seed
 
     def __init__(
@@ -79,7 +79,7 @@ class G2PTask(CachedTextTask):
         return text.split()
 
     def text_metrics(self) -> dict[str, Any]:
-        from attnx.lit.text_metrics import SequenceErrorRate, TokenErrorRate
+        from attnx.tasks.metrics import SequenceErrorRate, TokenErrorRate
 
         return {"per": TokenErrorRate(), "wer": SequenceErrorRate()}
 

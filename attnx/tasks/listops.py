@@ -15,7 +15,7 @@ import random
 from attnx.registry import register_task
 from attnx.tasks.base import check, check_lengths, check_sizes
 from attnx.tasks.text import Example, TextTask, unique_examples
-from attnx.tasks.vocab import Vocab
+from attnx.vocab import Vocab
 
 VALUE_P = 0.25  # LRA's probability that a node below max_depth is an operator
 DIGITS = tuple(str(d) for d in range(10))
@@ -81,7 +81,7 @@ def sample_tree(
 class ListOpsTask(TextTask):
     """Evaluate a nested MIN/MAX/MED/SM expression; lengths in tokens (LRA uses 500-2000)."""
 
-    kind = "classification"
+    model_type = "classification"
 
     def __init__(
         self,

@@ -85,7 +85,7 @@ def _clause(rng: random.Random, tone: str) -> list[str]:
 class SentimentTask(TextTask):
     """Synthetic sentence polarity; lengths in words; labels negative/positive(/neutral)."""
 
-    kind = "classification"
+    model_type = "classification"
 
     def __init__(
         self,

@@ -12,7 +12,7 @@ from torch import Tensor
 
 from attnx.registry import register_task
 from attnx.tasks.base import SPLITS, PaddedSplit, Task, check, check_lengths, check_sizes
-from attnx.tasks.vocab import BOS, EOS, PAD, SPECIALS, Vocab
+from attnx.vocab import BOS, EOS, PAD, SPECIALS, Vocab
 
 _FIRST_SYMBOL = len(SPECIALS)  # symbol i has id _FIRST_SYMBOL + i in every vocabulary here
 _ROUNDS = 10  # rejection rounds when val/test must avoid earlier sources; more means the space is exhausted
@@ -58,7 +58,7 @@ class SyntheticSeq2Seq(Task):
     test range defaults to the train range.
     """
 
-    kind = "seq2seq"
+    model_type = "seq2seq"
 
     def __init__(
         self,

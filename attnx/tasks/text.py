@@ -16,7 +16,7 @@ import torch
 from torch import Tensor
 
 from attnx.tasks.base import SPLITS, PaddedSplit, Task, derive_seed
-from attnx.tasks.vocab import BOS, EOS, PAD, Vocab
+from attnx.vocab import BOS, EOS, PAD, Vocab
 
 Example = tuple[str, str]  # (source text, target text) or (source text, class name)
 
@@ -109,11 +109,11 @@ class TextTask(Task):
             if empty is not None:
                 raise ValueError(f"{split} example {empty} has an empty source: {raw[split][empty][0]!r}")
         self.src_vocab = self.build_vocab(sources["train"])
-        if self.kind == "seq2seq":
+        if self.model_type == "seq2seq":
             self.tgt_vocab = self.build_vocab([self.tokenize_target(y) for _, y in raw["train"]])
         else:
             self.classes = self.build_classes([y for _, y in raw["train"]])
-        if self.kind == "seq2seq":
+        if self.model_type == "seq2seq":
             self.reference_texts = {
                 split: [self.example_references(x, y) for x, y in raw[split]] for split in ("val", "test")
             }
@@ -129,7 +129,7 @@ class TextTask(Task):
 
     def _pack(self, split: str, sources: list[list[str]], targets: list[str]) -> PaddedSplit:
         src, src_len = pad_ids([self.src_vocab.encode(tokens) for tokens in sources])
-        if self.kind == "seq2seq":
+        if self.model_type == "seq2seq":
             tgt, tgt_len = pad_ids(
                 [[BOS, *self.tgt_vocab.encode(self.tokenize_target(y)), EOS] for y in targets]
             )

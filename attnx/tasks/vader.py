@@ -64,7 +64,7 @@ def ground_truth(sources: list[str]) -> dict[str, list[tuple[float, str]]]:
 class VaderTask(CachedTextTask):
     """Shared by the VADER tasks: word tokens, train-only vocabulary, hash splits capped by size."""
 
-    kind = "classification"
+    model_type = "classification"
     cache_ignores: ClassVar[tuple[str, ...]] = ("batch_size", "seed")  # hash splits ignore the seed
     classes_in_order: ClassVar[tuple[str, ...]]
 

@@ -19,7 +19,7 @@ import torch
 
 from attnx.models.seq2seq import until_eos
 from attnx.tasks.base import Batch
-from attnx.tasks.vocab import BOS, Vocab
+from attnx.vocab import BOS, Vocab
 
 
 @dataclass
@@ -50,7 +50,7 @@ def attention_maps(
     if recording:
         encoder.record_weights = True  # kept by the forward pass below, read back after it
     try:
-        if spec["kind"] == "seq2seq":
+        if spec["model_type"] == "seq2seq":
             maps = _cross_attention(module, batch)
         else:
             maps = _pooling(module.model, spec, batch)
