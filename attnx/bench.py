@@ -35,6 +35,7 @@ from torch import nn
 from attnx import registry
 from attnx.measure import count_flops, median_time, peak_memory
 from attnx.models.build import score_factory
+from attnx.table import cell, markdown_table
 from attnx.vocab import SPECIALS
 
 VOCAB = 100  # token ids for the encoder rows; the embedding size barely matters
@@ -280,14 +281,6 @@ def growth_exponent(points: list[Point], field: str) -> float | None:
     return statistics.linear_regression(xs, ys).slope
 
 
-def _fmt(value: Any, digits: int = 2) -> str:
-    if value is None:
-        return "-"
-    if isinstance(value, float):
-        return f"{value:.{digits}f}"
-    return str(value)
-
-
 def table(points: list[Point]) -> str:
     header = ["case", "N", "fwd ms", "train ms", "fwd MiB", "train MiB", "GFLOP", "attn", "4N²d", "ratio"]
     rows = [
@@ -298,14 +291,14 @@ def table(points: list[Point]) -> str:
             p.train_ms,
             p.fwd_mib,
             p.train_mib,
-            _fmt(p.gflop, 4),
-            _fmt(p.attn_gflop, 4),
-            _fmt(p.analytic_gflop, 4),
+            cell(p.gflop, 4),
+            cell(p.attn_gflop, 4),
+            cell(p.analytic_gflop, 4),
             p.flop_ratio,
         ]
         for p in points
     ]
-    return _columns(header, rows)
+    return markdown_table(header, rows, right_from=1)
 
 
 def growth_table(by_case: dict[str, list[Point]]) -> str:
@@ -320,17 +313,7 @@ def growth_table(by_case: dict[str, list[Point]]) -> str:
         ]
         for label, points in by_case.items()
     ]
-    return _columns(header, rows)
-
-
-def _columns(header: list[str], rows: list[list[Any]]) -> str:
-    cells = [header] + [[_fmt(v) for v in row] for row in rows]
-    widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    lines = [
-        "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-        for row in cells
-    ]
-    return "\n".join([lines[0], "-" * len(lines[0]), *lines[1:]])
+    return markdown_table(header, rows, right_from=1)
 
 
 def write_csv(path: Path, points: list[Point]) -> None:

@@ -80,9 +80,9 @@ def check_overrides(argv: list[str]) -> None:
         chosen = registry_choices(overrides)
     except Exception as error:  # Hydra's grammar: names the override it cannot parse
         raise ConfigError(one_line(error)) from error
+    registry.load_all()
     for kind, name in chosen:
-        if name not in registry.available(kind):
-            raise ConfigError(registry.unknown_message(kind, name, registry.available(kind)))
+        registry.registry(kind).canonical(name)  # a RegistryError with did-you-mean when unknown
     if len(overrides) == len(argv):  # no Hydra flags (-m, --cfg, --help): a plain run
         compose(overrides)
 
@@ -146,11 +146,11 @@ def validate(cfg: DictConfig) -> None:
         raise ConfigError(f"optim.scheduler must be cosine or constant, got {cfg.optim.scheduler!r}")
     if cfg.decode.beam_size < 1:
         raise ConfigError(f"decode.beam_size must be >= 1, got {cfg.decode.beam_size}")
-    attention = registry.get("attention", cfg.attention.name)
-    score: Any = cfg.get("score")
-    if score is not None and attention.default_score is None:
-        raise ConfigError(f"attention={cfg.attention.name} uses no score function; remove score={score.name}")
+    from attnx.models.build import resolve_score_name
     from attnx.nn.attention import PLACEMENTS
+
+    attention = registry.get("attention", cfg.attention.name)
+    resolve_score_name(cfg.attention.name, cfg.get("score"))
 
     task = registry.get("task", cfg.task.name)
     if task.model_type == "seq2seq" and attention.placement not in PLACEMENTS:

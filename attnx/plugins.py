@@ -10,23 +10,24 @@ import argparse
 import sys
 
 from attnx.registry import KINDS, PluginImportError, load_all, registry
+from attnx.table import markdown_table
 
 
 def describe() -> str:
-    """One block per kind: name, origin, hyperparameters (=??? when required)."""
-    lines = []
-    everything = [registry(kind).entry(name) for kind in KINDS for name in registry(kind).names()]
-    name_width = max((len(e.name) for e in everything), default=0)
-    origin_width = max((len(e.origin) for e in everything), default=0)
+    """A table per kind: name (with its other names), origin, hyperparameters (=??? when required)."""
+    blocks = []
     for kind in KINDS:
-        entries = [e for e in everything if e.kind == kind]
-        lines.append(f"{kind} ({len(entries)})")
-        for e in entries:
+        rows = []
+        for name in registry(kind).names():
+            e = registry(kind).entry(name)
             params = [f"{k}={v}" for k, v in e.hyperparams().items()]
             if kind == "attention":
                 params = [f"placement={e.cls.placement}", f"default_score={e.cls.default_score}", *params]
-            lines.append(f"  {e.name:<{name_width}}  {e.origin:<{origin_width}}  {' '.join(params)}".rstrip())
-    return "\n".join(lines)
+            aliases = registry(kind).aliases(name)
+            shown = f"{name} ({', '.join(aliases)})" if aliases else name
+            rows.append([shown, e.origin, " ".join(params)])
+        blocks.append(f"{kind} ({len(rows)})\n" + markdown_table(["name", "origin", "hyperparameters"], rows))
+    return "\n\n".join(blocks)
 
 
 def check() -> int:

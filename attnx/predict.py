@@ -37,7 +37,8 @@ def parse(argv: list[str]) -> dict[str, str]:
 
 
 def load(path: str, decode: dict[str, Any] | None = None) -> Any:
-    """The LightningModule stored in a checkpoint, in eval mode on the CPU."""
+    """The LightningModule stored in a checkpoint, in eval mode on the CPU. Its model spec is upgraded
+    to today's registry (renamed plugins, dropped hyperparameters: `registry.upgrade`)."""
     import torch
 
     from attnx import registry
@@ -48,6 +49,9 @@ def load(path: str, decode: dict[str, Any] | None = None) -> Any:
     if "attnx_spec" not in checkpoint:
         raise SystemExit(f"attnx predict: {path} is not an attnx checkpoint (no model spec inside)")
     spec = checkpoint["attnx_spec"]
+    for kind in ("task", "encoder", "attention", "score"):
+        if spec[kind] is not None:
+            spec[kind] = registry.upgrade(kind, spec[kind])
     spec["decode"].update(decode or {})
     module = lit_module(spec)
     module.load_state_dict(checkpoint["state_dict"])
@@ -71,10 +75,12 @@ def main(argv: list[str]) -> int:
         return 2
     spec, top_k = module.spec, int(args.get("top_k", 3))
     task = registry.build("task", spec["task"])
-    src_vocab = Vocab(spec["src_itos"])
-    tokens = task.tokenize(args["input"])
-    src = torch.tensor([src_vocab.encode(tokens)])
-    src_len = torch.tensor([len(tokens)])
+    task.src_vocab = Vocab(spec["src_itos"])  # the trained vocabulary; the task's data is never built
+    try:
+        src, src_len = task.encode_source(args["input"])
+    except ValueError as error:
+        print(f"attnx predict: {error}", file=sys.stderr)
+        return 2
     batch = Batch(src, src_len)
     with torch.no_grad():
         if spec["model_type"] == "classification":

@@ -4,6 +4,11 @@ A registered class gets a structured config in Hydra's ConfigStore (group = kind
 registered name) built from its constructor signature, so `score=cosine score.temperature=0.1`
 works with no YAML and `score.temperature=abc` fails naming the field and its type.
 
+A name can have aliases (`register_attention("additive", aliases=("bahdanau",))`), and a renamed
+class keeps its old name working with a FutureWarning (`registry("score").deprecate("old", "new")`,
+timm's `register_model_deprecations`), so configs, results.json files and checkpoints that name it
+still load. `upgrade` makes a config section saved by an older version buildable today.
+
 Plugins are plain Python files or packages that call the `register_*` decorators. They are found
 in `./plugins`, in every folder of `ATTNX_PLUGIN_PATH` and in installed packages' `attnx.plugins`
 entry points (see `load_all`).
@@ -14,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import difflib
+import hashlib
 import importlib
 import importlib.util
 import inspect
@@ -21,7 +27,8 @@ import os
 import sys
 import types
 import typing
-from collections.abc import Callable, Iterator
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from importlib.metadata import entry_points
 from pathlib import Path
@@ -99,13 +106,17 @@ class Registry:
         self.kind = kind
         self._base = base  # "module:Class", resolved lazily to keep `import attnx` light
         self._entries: dict[str, Entry] = {}
+        self._aliases: dict[str, str] = {}  # another name -> the registered name
+        self._renamed: dict[str, str] = {}  # a deprecated name -> the registered name
 
     @property
     def base(self) -> type:
         module, name = self._base.split(":")
         return getattr(importlib.import_module(module), name)
 
-    def register(self, name: str) -> Callable[[type], type]:
+    def register(self, name: str, aliases: Iterable[str] = ()) -> Callable[[type], type]:
+        """Class decorator: register `cls` as `name`; each alias is an equal second name."""
+
         def decorator(cls: type) -> type:
             if not (isinstance(cls, type) and issubclass(cls, self.base)):
                 raise RegistryError(
@@ -120,23 +131,57 @@ class Registry:
                 )
             self._entries[name] = entry
             _store_config(entry)
+            for alias in aliases:
+                self._add_name(self._aliases, alias, name)
             return cls
 
         return decorator
 
+    def deprecate(self, old: str, new: str) -> None:
+        """`old` was renamed `new`: it still resolves, with a FutureWarning, on the command line, in
+        configs and in checkpoints."""
+        self._add_name(self._renamed, old, new)
+
+    def _add_name(self, table: dict[str, str], other: str, name: str) -> None:
+        if name not in self._entries:
+            raise RegistryError(unknown_message(self.kind, name, self.names()))
+        if other in self._entries or self._target(other) not in (None, name):
+            raise RegistryError(f"{self.kind} '{other}' already names {self._target(other) or other}")
+        table[other] = name
+        _store(self.kind, other, config_class(self._entries[name]))  # its `name` field holds `name`
+
+    def _target(self, other: str) -> str | None:
+        return self._aliases.get(other) or self._renamed.get(other)
+
     def names(self) -> list[str]:
         return sorted(self._entries)
 
-    def entry(self, name: str) -> Entry:
+    def aliases(self, name: str) -> list[str]:
+        """The other names of a registered name: aliases, then deprecated ones."""
+        return [a for table in (self._aliases, self._renamed) for a, n in sorted(table.items()) if n == name]
+
+    def canonical(self, name: str) -> str:
+        """The registered name behind `name` (itself, an alias's, or a deprecated name's, with a warning)."""
+        if name in self._renamed:
+            warnings.warn(
+                f"{self.kind} '{name}' was renamed '{self._renamed[name]}'; the old name will be removed",
+                FutureWarning,
+                stacklevel=3,
+            )
+            return self._renamed[name]
+        name = self._aliases.get(name, name)
         if name not in self._entries:
             raise RegistryError(unknown_message(self.kind, name, self.names()))
-        return self._entries[name]
+        return name
+
+    def entry(self, name: str) -> Entry:
+        return self._entries[self.canonical(name)]
 
     def get(self, name: str) -> type:
         return self.entry(name).cls
 
     def __contains__(self, name: str) -> bool:
-        return name in self._entries
+        return name in self._entries or self._target(name) is not None
 
 
 def unknown_message(kind: str, name: str, names: list[str]) -> str:
@@ -179,6 +224,24 @@ def build(kind: str, cfg: Any, **structural: Any) -> Any:
     """Instantiate `cfg.name` of `kind` with its hyperparameters from `cfg` plus `structural` args."""
     params = {k: v for k, v in dict(cfg).items() if k != "name"}
     return get(kind, cfg["name"])(**structural, **params)
+
+
+def upgrade(kind: str, section: Mapping[str, Any]) -> dict[str, Any]:
+    """A config section saved earlier (a checkpoint's model spec), made buildable by today's classes:
+    an alias or renamed name becomes the registered one; hyperparameters the class no longer takes
+    are dropped with a warning (fairseq's `merge_with_parent(..., remove_missing=True)`); ones it
+    gained since take their defaults."""
+    load_all()
+    entry = registry(kind).entry(section["name"])
+    known = entry.hyperparams()
+    stale = sorted(set(section) - set(known) - {"name"})
+    if stale:
+        warnings.warn(
+            f"{kind} '{entry.name}' no longer takes {', '.join(stale)}; ignoring the saved value(s)",
+            UserWarning,
+            stacklevel=2,
+        )
+    return {"name": entry.name, **{k: v for k, v in section.items() if k in known}}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -231,9 +294,13 @@ def _config_type(annotation: Any) -> Any:
 
 
 def _store_config(entry: Entry) -> None:
+    _store(entry.kind, entry.name, config_class(entry))
+
+
+def _store(kind: str, name: str, node: type) -> None:
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(group=entry.kind, name=entry.name, node=config_class(entry))
+    ConfigStore.instance().store(group=kind, name=name, node=node)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -257,7 +324,9 @@ def load_file(path: Path) -> None:
     if path in _loaded_paths:
         return
     init = path / "__init__.py" if path.is_dir() else path
-    module_name = f"attnx_plugins.{path.stem}_{abs(hash(str(path))) % 10**8}"
+    # a digest, not hash(): str hashes are salted per process, and workers must agree on the name
+    digest = hashlib.blake2b(str(path).encode(), digest_size=4).hexdigest()
+    module_name = f"attnx_plugins.{path.stem}_{digest}"
     spec = importlib.util.spec_from_file_location(
         module_name, init, submodule_search_locations=[str(path)] if path.is_dir() else None
     )

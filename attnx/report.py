@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import json
 import re
 import statistics
@@ -20,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnx.table import markdown_table
 from attnx.track.results import find_results, read_results
 
 CHOICES = ("task", "encoder", "attention", "score")  # resolved choices: a default score has a name here
@@ -83,7 +85,7 @@ def main(argv: list[str]) -> int:
     out = args.out or args.dirs[0]
     out.mkdir(parents=True, exist_ok=True)
     plots = [path for path in (plot(rows, columns, metrics[0], x, out) for x in xs) if path]
-    table, failed = markdown_table(columns, metrics, rows), failed_table(columns, unfinished)
+    table, failed = results_table(columns, metrics, rows), failed_table(columns, unfinished)
     write_csv(out / "report.csv", columns, metrics, rows, unfinished)
     (out / "report.md").write_text(markdown_report(runs, columns, metrics, rows, table, failed, plots))
     print(table)
@@ -105,10 +107,18 @@ def load(dirs: list[Path]) -> list[dict[str, Any]]:
     return runs
 
 
-def overrides(run: dict[str, Any]) -> dict[str, str]:
-    """`key=value` overrides of a run, `+`/`++` prefixes dropped (`+seeed=3` is key `seeed`)."""
-    pairs = (o.lstrip("+~").partition("=") for o in run.get("overrides", []))
-    return {key: val for key, sep, val in pairs if sep}
+def overrides(run: dict[str, Any]) -> dict[str, Any]:
+    """A run's overrides as key -> value, parsed and typed by Hydra's grammar (`+seeed=3` is key
+    `seeed` with the int 3)."""
+    return _parsed(tuple(run.get("overrides", [])))
+
+
+@functools.cache  # a report looks each run's overrides up once per column
+def _parsed(items: tuple[str, ...]) -> dict[str, Any]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(list(items))
+    return {o.key_or_group: o.value() for o in parsed if not o.is_delete()}
 
 
 def value(run: dict[str, Any], key: str) -> Any:
@@ -119,7 +129,7 @@ def value(run: dict[str, Any], key: str) -> Any:
     node: Any = run.get("config", {})
     for part in key.split("."):
         node = node.get(part) if isinstance(node, dict) else None
-    return _parse(overrides(run).get(key)) if node is None or isinstance(node, dict) else node
+    return overrides(run).get(key) if node is None or isinstance(node, dict) else node
 
 
 def swept_columns(runs: list[dict[str, Any]]) -> list[str]:
@@ -148,7 +158,7 @@ def group(runs: list[dict[str, Any]], columns: list[str]) -> list[Row]:
     return [rows[k] for k in sorted(rows)]
 
 
-def markdown_table(columns: list[str], metrics: list[str], rows: list[Row]) -> str:
+def results_table(columns: list[str], metrics: list[str], rows: list[Row]) -> str:
     seeds = any(len(row.runs) > 1 for row in rows)
     header = [*columns, *(["n"] if seeds else []), *metrics, *(label for _, label in COSTS)]
     body = []
@@ -157,7 +167,7 @@ def markdown_table(columns: list[str], metrics: list[str], rows: list[Row]) -> s
         cells += [_mean_std(row.mean(m), row.std(m)) for m in metrics]
         cells += [_cost(row.mean(key, metric=False), key) for key, _ in COSTS]
         body.append(cells)
-    return _align(header, body, right_from=len(columns))
+    return markdown_table(header, body, right_from=len(columns))
 
 
 def failed_table(columns: list[str], runs: list[dict[str, Any]]) -> str:
@@ -172,7 +182,7 @@ def failed_table(columns: list[str], runs: list[dict[str, Any]]) -> str:
         ]
         for r in runs
     ]
-    return _align([*columns, "status", "error", "folder"], body, right_from=None)
+    return markdown_table([*columns, "status", "error", "folder"], body)
 
 
 def markdown_report(
@@ -189,7 +199,9 @@ def markdown_report(
     common = {k: v for k, v in common.items() if all(overrides(r).get(k) == v for r in runs)}
     lines = ["# attnx report", "", f"{len(done)} of {len(runs)} runs completed."]
     if common:
-        lines.append("Common to every run: " + ", ".join(f"`{k}={v}`" for k, v in common.items()) + ".")
+        lines.append(
+            "Common to every run: " + ", ".join(f"`{k}={_text(v)}`" for k, v in common.items()) + "."
+        )
     lines += ["", table, ""]
     for metric in metrics:
         scored = [(row.mean(metric), row) for row in rows if row.mean(metric) is not None]
@@ -266,20 +278,6 @@ def _number(run: dict[str, Any], key: str, metric: bool) -> float | None:
     return None if found is None else float(found)
 
 
-def _parse(text: str | None) -> Any:
-    """An override's value as YAML would read a plain scalar: int, float, bool, null or text."""
-    if text is None or text in ("null", "None"):
-        return None
-    if text in ("true", "false"):
-        return text == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
 def _is_numeric(values: list[Any]) -> bool:
     present = [v for v in values if v is not None]
     return bool(present) and all(isinstance(v, int | float) and not isinstance(v, bool) for v in present)
@@ -315,21 +313,3 @@ def _first_line(error: str | None) -> str:
 
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")
-
-
-def _align(header: list[str], body: list[list[str]], right_from: int | None) -> str:
-    """A Markdown table padded to aligned columns, so it reads as well in a terminal as rendered."""
-    widths = [max(3, *(len(cells[i]) for cells in [header, *body])) for i in range(len(header))]
-
-    def line(cells: list[str]) -> str:
-        padded = [
-            c.rjust(w) if right_from is not None and i >= right_from else c.ljust(w)
-            for i, (c, w) in enumerate(zip(cells, widths))
-        ]
-        return "| " + " | ".join(padded) + " |"
-
-    rule = [
-        "-" * (w - 1) + ":" if right_from is not None and i >= right_from else "-" * w
-        for i, w in enumerate(widths)
-    ]
-    return "\n".join([line(header), "| " + " | ".join(rule) + " |", *(line(cells) for cells in body)])

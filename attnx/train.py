@@ -72,7 +72,8 @@ def train(cfg: DictConfig) -> float | None:
     record: dict[str, Any] = {
         "status": "running",
         "overrides": list(hc.overrides.task),
-        "choices": {k: hc.runtime.choices.get(k) for k in ("task", "encoder", "attention", "score")},
+        # registered names, not aliases as typed: `attention=bahdanau` is recorded as additive
+        "choices": {k: (cfg.get(k) or {}).get("name") for k in ("task", "encoder", "attention", "score")},
         "output_dir": str(output_dir),
         "config": OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False),
     }

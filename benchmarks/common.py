@@ -58,15 +58,6 @@ def rounds(candidates: Sequence[Callable[[], object]], device: torch.device, bud
     return max(5, min(50, int(budget / max(per_round, 1e-6))))
 
 
-def markdown(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    def cell(value: Any) -> str:
-        return f"{value:.2f}" if isinstance(value, float) else str(value)
-
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def assemble(overrides: list[str], output_dir: str) -> tuple[Any, Any, Any]:
     """(task, module, trainer) exactly as `attnx train <overrides>` builds them, seeded."""
     from hydra import compose, initialize_config_dir

@@ -18,6 +18,7 @@ import warnings
 import common
 
 from attnx.measure import interleaved, ratios
+from attnx.table import markdown_table
 
 RUNS = {
     "reverse, rnn + additive (default)": [],
@@ -57,7 +58,7 @@ def main() -> None:
         "compiled ms/step",
         "compiled speed",
     ]
-    print(common.markdown(header, rows))
+    print(markdown_table(header, rows))
 
 
 if __name__ == "__main__":

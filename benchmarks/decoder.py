@@ -23,6 +23,7 @@ from attnx import registry
 from attnx.measure import interleaved, ratios
 from attnx.nn.decoders import RNNDecoder
 from attnx.nn.encoders import EncoderOutput
+from attnx.table import markdown_table
 
 VOCAB = 32
 
@@ -93,7 +94,7 @@ def main() -> None:
         ms = [statistics.median(times[k]) * 1e3 for k in (hoisted, slow)]
         rows.append([mode, args.steps, args.source, args.batch, args.hidden, *ms, speedup])
     header = ["step", "T", "source", "batch", "hidden", "hoisted ms", "naive ms", "speed-up (≥1.5)"]
-    print(common.markdown(header, rows))
+    print(markdown_table(header, rows))
 
 
 if __name__ == "__main__":

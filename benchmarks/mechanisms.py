@@ -18,6 +18,7 @@ import common
 
 from attnx import registry
 from attnx.measure import interleaved, ratios
+from attnx.table import markdown_table
 
 BATCHES = 4  # distinct batches cycled through, so every mechanism sees the same lengths
 
@@ -47,7 +48,7 @@ def main() -> None:
             rows.append([f"{task_name} ({kind})", encoder, attention, ms, 1 / relative[attention]])
     header = ["task", "encoder", "attention", "ms / step", f"× {attentions[0]}"]
     print(f"batch size: the task's default (64); {BATCHES} fixed batches cycled\n")
-    print(common.markdown(header, rows))
+    print(markdown_table(header, rows))
 
 
 if __name__ == "__main__":

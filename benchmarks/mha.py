@@ -20,6 +20,7 @@ from torch import nn
 
 from attnx.measure import interleaved, ratios
 from attnx.nn.attention import MultiHeadAttention
+from attnx.table import markdown_table
 
 
 def candidates(n: int, d: int, heads: int, batch: int, device: torch.device) -> dict[str, Callable[[], None]]:
@@ -83,7 +84,7 @@ def main() -> None:
         vs_bare = ratios(times, "bare SDPA")["attnx multi_head"]
         rows.append([n, *ms.values(), vs_torch, vs_bare])
     header = ["N", *(f"{name} ms" for name in fns), "speed vs nn.MHA (≥1.0)", "vs bare SDPA (≥0.95)"]
-    print(common.markdown(header, rows))
+    print(markdown_table(header, rows))
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ import common
 import lightning.pytorch as pl
 
 from attnx.lit.datamodule import TaskDataModule
+from attnx.table import markdown_table
 
 CONFIGS = {
     "default": [],  # reverse task, rnn encoder, additive attention
@@ -118,7 +119,7 @@ def main() -> None:
     warnings.filterwarnings("ignore")  # e.g. the unmonitored val/loss with validation off
     rows = [compare(CONFIGS[name], args.epochs) for name in args.config.split(",")]
     header = ["run", "plain samples/s", "attnx samples/s", "attnx / plain (≥0.95)", "fit set-up+teardown s"]
-    print(common.markdown(header, rows))
+    print(markdown_table(header, rows))
 
 
 if __name__ == "__main__":

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import common
 
+from attnx.table import markdown_table
+
 BIN = Path(sys.executable).parent
 COMMANDS = {
     "python -c pass": ([sys.executable, "-c", "pass"], None),
@@ -50,7 +52,7 @@ def main() -> None:
         median = statistics.median(times[name])
         verdict = "-" if goal is None else ("met" if median < goal else "NOT met")
         rows.append([f"`{name}`", median, max(times[name]), "-" if goal is None else f"< {goal} s", verdict])
-    print(common.markdown(["command", "median s", "max s", "goal", ""], rows))
+    print(markdown_table(["command", "median s", "max s", "goal", ""], rows))
 
 
 if __name__ == "__main__":

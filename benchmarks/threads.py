@@ -17,6 +17,7 @@ import common
 import torch
 
 from attnx.measure import interleaved, ratios
+from attnx.table import markdown_table
 
 RUNS = {
     "reverse, rnn (GRU) + additive: the default run": [],
@@ -53,7 +54,7 @@ def main() -> None:
             samples_per_s = 64 / statistics.median(times[count])
             rows.append([name, count, samples_per_s, relative[count]])
     torch.set_num_threads(args.threads)
-    print(common.markdown(["run (batch 64)", "threads", "samples/s", f"speed vs {counts[0]} thread"], rows))
+    print(markdown_table(["run (batch 64)", "threads", "samples/s", f"speed vs {counts[0]} thread"], rows))
 
 
 if __name__ == "__main__":

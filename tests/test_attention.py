@@ -70,12 +70,6 @@ def test_placements_and_defaults() -> None:
     )
 
 
-@pytest.mark.parametrize("cls", [NoAttention, FixedContext])
-def test_no_score_mechanisms_refuse_a_score(cls: type) -> None:
-    with pytest.raises(ValueError, match="uses no score"):
-        cls(4, 4, 4, score=DotScore)
-
-
 def test_none_is_mean_over_unmasked_values() -> None:
     values = torch.randn(3, 5, 4)
     values[~MASK] = float("nan")  # padding must not reach the mean

@@ -198,7 +198,7 @@ def test_score_choice_reaches_the_mechanism() -> None:
 
 @pytest.mark.parametrize("mechanism", ["none", "fixed_c"])
 def test_score_with_a_scoreless_mechanism_is_an_error(mechanism) -> None:
-    message = f"attention '{mechanism}' uses no score function; remove score=dot"
+    message = f"attention={mechanism} uses no score function; remove score=dot"
     with pytest.raises(ValueError, match=message):
         resolve_score_name(mechanism, {"name": "dot"})
     with pytest.raises(ValueError, match=message):

@@ -48,7 +48,7 @@ def test_plugin_on_path_is_listed_and_passes_check(tmp_path: Path) -> None:
     (folder / "laplace.py").write_text(LAPLACE.format(name="laplace"))
     listing = attnx(cwd=tmp_path, plugin_path=folder)
     assert listing.returncode == 0, listing.stderr
-    line = next(line for line in listing.stdout.splitlines() if line.split()[:1] == ["laplace"])
+    line = next(line for line in listing.stdout.splitlines() if line.split()[:2] == ["|", "laplace"])
     assert str(folder / "laplace.py") in line and "scale=1.0" in line
     assert "gaussian" not in listing.stdout  # ./plugins is relative to the cwd
     checked = attnx("check", cwd=tmp_path, plugin_path=folder)
@@ -108,7 +108,7 @@ def installed_plugin(tmp_path: Path) -> Iterator[str]:
 def test_entry_point_plugin_is_listed_with_its_distribution(installed_plugin: str, tmp_path: Path) -> None:
     listing = attnx(cwd=tmp_path)
     assert listing.returncode == 0, listing.stderr
-    line = next(line for line in listing.stdout.splitlines() if line.split()[:1] == ["laplace_ep"])
+    line = next(line for line in listing.stdout.splitlines() if line.split()[:2] == ["|", "laplace_ep"])
     assert f"dist {installed_plugin}" in line and "scale=1.0" in line
     checked = attnx("check", cwd=tmp_path)
     assert checked.returncode == 0, checked.stdout

@@ -23,15 +23,16 @@ MODEL_KEYS = {
 
 
 def resolve_score_name(attention_name: str, score_cfg: Mapping[str, Any] | None) -> str | None:
-    """The score a run really uses: the user's, else the mechanism's default (None: it takes none)."""
+    """The score a run really uses: the user's, else the mechanism's default. The one place of the
+    rule that a mechanism whose `default_score` is None takes no score."""
     default = registry.get("attention", attention_name).default_score
     if score_cfg is None:
         return default
     if default is None:
         raise ValueError(
-            f"attention '{attention_name}' uses no score function; remove score={score_cfg['name']}"
+            f"attention={attention_name} uses no score function; remove score={score_cfg['name']}"
         )
-    return score_cfg["name"]
+    return registry.registry("score").canonical(score_cfg["name"])
 
 
 def score_factory(score_cfg: Mapping[str, Any]) -> ScoreFactory:

@@ -33,7 +33,7 @@ class Attention(nn.Module):
       "before"  context from s_{i-1}, fed into the RNN step (Bahdanau 2015);
       "after"   RNN step first, query h_t, attentional state tanh(W_c[c_t; h_t]) (Luong 2015).
     `default_score` is the score used when the user picks none; None means the mechanism takes
-    no score and a user-supplied one is an error.
+    no score (a config that gives it one is refused by `attnx.models.build.resolve_score_name`).
     """
 
     placement: ClassVar[str] = "after"
@@ -43,11 +43,6 @@ class Attention(nn.Module):
         self, query_dim: int, key_dim: int, value_dim: int, score: ScoreFactory | None = None
     ) -> None:
         super().__init__()
-        if self.default_score is None and score is not None:
-            raise ValueError(
-                f"{type(self).__name__} (placement '{self.placement}') uses no score function; "
-                "drop the score override"
-            )
         self.query_dim = query_dim
         self.key_dim = key_dim
         self.value_dim = value_dim
@@ -148,7 +143,7 @@ class ScoredAttention(Attention):
         return weights @ values, weights if need_weights else None
 
 
-@register_attention("additive")
+@register_attention("additive", aliases=("bahdanau",))
 class BahdanauAttention(ScoredAttention):
     """Bahdanau et al. 2015: c_i = Σ_j a_ij h_j with a_ij = softmax_j(f(s_{i-1}, h_j)); the
     context is computed from the previous decoder state *before* the RNN step and fed into it.
@@ -158,7 +153,7 @@ class BahdanauAttention(ScoredAttention):
     default_score: ClassVar[str | None] = "additive"
 
 
-@register_attention("dot")
+@register_attention("dot", aliases=("luong",))
 class LuongAttention(ScoredAttention):
     """Luong et al. 2015 (global attention): RNN step first, then c_t = Σ_s a_ts h̄_s with
     a_ts = softmax_s(f(h_t, h̄_s)) and attentional state h̃_t = tanh(W_c[c_t; h_t]).
