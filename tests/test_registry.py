@@ -1,6 +1,8 @@
 """Registry: duplicate names, base classes, did-you-mean lookups, ConfigStore entries, Hydra overrides."""
 
 import inspect
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +14,7 @@ from omegaconf.errors import ValidationError
 
 from attnx import Score, available
 from attnx.nn.scores import DotScore
-from attnx.registry import Registry, RegistryError, build, get, registry
+from attnx.registry import Registry, RegistryError, build, get, registry, upgrade
 
 
 def test_available_lists_builtins() -> None:
@@ -102,3 +104,51 @@ def test_hydra_compose_overrides(tmp_path: Path) -> None:
         with pytest.raises(ConfigCompositionException, match=r"score\.temperature") as error:
             compose("train", overrides=["score=cosine", "score.temperature=abc"])
         assert "float" in str(error.value.__cause__).lower()
+
+
+def test_aliases_resolve_to_the_registered_name_everywhere(tmp_path: Path) -> None:
+    assert registry("attention").get("bahdanau") is registry("attention").get("additive")
+    assert registry("attention").aliases("dot") == ["luong"]
+    assert "luong" in registry("attention") and "luong" not in available("attention")
+    with initialize_config_dir(version_base=None, config_dir=str(tmp_path)):
+        (tmp_path / "train.yaml").write_text("defaults:\n  - attention: null\n  - _self_\n")
+        assert compose("train", overrides=["attention=luong"]).attention.name == "dot"
+
+
+def test_a_renamed_plugin_keeps_its_old_name_with_a_warning() -> None:
+    scores = Registry("score", "attnx.nn.scores:Score")
+
+    class Renamed(Score):
+        def __init__(self, query_dim: int, key_dim: int, width: int = 3) -> None:
+            super().__init__(query_dim, key_dim)
+
+    scores.register("_test_new_name")(Renamed)
+    scores.deprecate("_test_old_name", "_test_new_name")
+    with pytest.warns(FutureWarning, match="'_test_old_name' was renamed '_test_new_name'"):
+        assert scores.get("_test_old_name") is Renamed
+    assert ConfigStore.instance().load("score/_test_old_name.yaml").node.name == "_test_new_name"
+    with pytest.raises(RegistryError, match="unknown score '_test_nowhere'"):
+        scores.deprecate("_test_older", "_test_nowhere")
+    with pytest.raises(RegistryError, match="'_test_old_name' already names _test_new_name"):
+        scores.register("_test_other", aliases=("_test_old_name",))(DotScore)
+
+
+def test_upgrade_makes_a_saved_section_buildable() -> None:
+    saved = {"name": "luong", "input_feeding": False, "dropped_since": 0.5}
+    with pytest.warns(UserWarning, match="dot' no longer takes dropped_since"):
+        assert upgrade("attention", saved) == {"name": "dot", "input_feeding": False}
+    assert upgrade("score", {"name": "cosine"}) == {"name": "cosine"}  # new arguments take defaults
+
+
+def test_plugin_module_names_are_the_same_in_every_process(tmp_path: Path) -> None:
+    plugin = tmp_path / "same_name.py"
+    plugin.write_text("")
+    code = (
+        "import sys; from pathlib import Path; from attnx.registry import load_file\n"
+        f"load_file(Path({str(plugin)!r})); print([m for m in sys.modules if 'same_name' in m][0])"
+    )
+    names = {
+        subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+        for _ in range(2)
+    }
+    assert len(names) == 1 and names.pop().startswith("attnx_plugins.same_name_")

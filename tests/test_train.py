@@ -82,6 +82,16 @@ def test_predict_prints_output_and_attended_tokens(tmp_path: Path, capsys: pytes
     out = capsys.readouterr().out.splitlines()
     assert len(out) >= 2 and "<-" in out[1]  # one line per output step with its attended tokens
 
+    # A checkpoint from an older version: the mechanism under another name, a hyperparameter since removed
+    checkpoint = torch.load(ckpt, map_location="cpu", weights_only=True)
+    checkpoint["attnx_spec"]["attention"] = {"name": "bahdanau", "removed_since": 1}
+    torch.save(checkpoint, tmp_path / "old.ckpt")
+    with pytest.warns(UserWarning, match="additive' no longer takes removed_since"):
+        assert cli(["predict", f"ckpt={tmp_path / 'old.ckpt'}", "input=a b c"]) == 0
+    assert capsys.readouterr().out.splitlines() == out
+    assert cli(["predict", f"ckpt={ckpt}", "input=   "]) == 2
+    assert capsys.readouterr().err.strip() == "attnx predict: input '   ' has no tokens"
+
 
 def test_metrics_are_reproducible_with_a_seed(tmp_path: Path) -> None:
     for name in ("a", "b"):
