@@ -15,6 +15,7 @@ EXPERIMENTS = sorted(p.stem for p in (Path(CONF_DIR) / "experiment").glob("*.yam
 
 
 def _compose(*overrides: str):
+    registry.load_all()  # the registry's groups, whichever test runs first
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         return compose(config_name="train", overrides=list(overrides), return_hydra_config=True)
 

@@ -129,7 +129,7 @@ def test_incompatible_score_fails_before_training(tmp_path: Path, capsys: pytest
 @pytest.mark.parametrize(
     ("override", "expected"),
     [
-        ("attention=bahdanau", "unknown attention 'bahdanau'"),
+        ("attention=bahdanu", "unknown attention 'bahdanu'"),
         ("score=scaled-dot", "did you mean 'scaled_dot'"),
         ("task.no_such_key=1", "no_such_key"),
         ("score=cosine score.temperature=abc", "score.temperature"),
