@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 import os
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attnx import registry
+from attnx import registry, schema
 
 
 def _config_dir() -> str:
@@ -20,6 +22,7 @@ def _config_dir() -> str:
 
 
 CONF_DIR = _config_dir()
+schema.store()  # train.yaml's defaults list names the schema: in the ConfigStore before anything composes
 
 
 def user_config_dirs() -> list[Path]:
@@ -43,7 +46,7 @@ def search_path_override() -> list[str]:
     return ["hydra.searchpath=[" + ",".join(f"'file://{d}'" for d in quoted) + "]"]
 
 
-_NOISE = ("object_type", "Set the environment", "Config search path", "provider=")
+_NOISE = ("object_type", "reference_type", "Set the environment", "Config search path", "provider=")
 
 
 class ConfigError(ValueError):
@@ -107,6 +110,21 @@ def compose(overrides: list[str], return_hydra_config: bool = False) -> DictConf
     return cfg
 
 
+def _appended(node: Any, prefix: str = "") -> list[tuple[str, list[str]]]:
+    """(key, the allowed keys) for every key that a schema-typed node's dataclass lacks: Hydra's merge
+    rejects them, but a `+key=value` override opens the node and appends past the schema."""
+    if not isinstance(node, DictConfig) or node._is_missing() or node._is_none():
+        return []
+    node_type = OmegaConf.get_type(node)
+    fields = list(node_type.__dataclass_fields__) if dataclasses.is_dataclass(node_type) else None
+    found = []
+    for key, value in node.items_ex(resolve=False):
+        if fields is not None and key not in fields:
+            found.append((f"{prefix}{key}", fields))
+        found += _appended(value, f"{prefix}{key}.")
+    return found
+
+
 def _missing(node: Any, prefix: str = "") -> list[str]:
     """Keys left at `???` (a required constructor argument nobody set), without resolving anything."""
     if isinstance(node, dict):
@@ -124,7 +142,7 @@ def one_line(error: BaseException) -> str:
         for ln in lines:
             if ln.startswith("full_key:"):
                 full_key = full_key or ln.split(":", 1)[1].strip()
-            elif not ln.startswith(_NOISE) and ln not in parts:
+            elif not ln.startswith(_NOISE) and "$VALUE" not in ln and ln not in parts:  # "$VALUE": a template
                 parts.append(ln)
         current = current.__cause__ or current.__context__
     message = "; ".join(parts[:3])
@@ -133,19 +151,30 @@ def one_line(error: BaseException) -> str:
     return message
 
 
+# Bounds the schema's types cannot express: key -> (comparison, bound). A key that a config lacks (a user's
+# optimiser without weight_decay) is not checked.
+BOUNDS = {
+    "threads": (">=", 1),
+    "optim.lr": (">", 0),
+    "optim.optimizer.weight_decay": (">=", 0),
+    "optim.scheduler.warmup_steps": (">=", 0),
+    "decode.beam_size": (">=", 1),
+}
+_COMPARE = {">": operator.gt, ">=": operator.ge}
+
+
 def validate(cfg: DictConfig) -> None:
     """Semantic checks Hydra's types cannot express; each error names the keys involved."""
-    if cfg.threads is not None and cfg.threads < 1:
-        raise ConfigError(f"threads must be >= 1, got {cfg.threads}")
+    appended = _appended(cfg)
+    if appended:
+        key, fields = appended[0]
+        raise ConfigError(f"unknown key {key}; allowed: {', '.join(fields)}")
+    for key, (comparison, bound) in BOUNDS.items():
+        value = OmegaConf.select(cfg, key)
+        if value is not None and not _COMPARE[comparison](value, bound):
+            raise ConfigError(f"{key} must be {comparison} {bound}, got {value}")
     if cfg.resume not in (None, "auto"):
         raise ConfigError(f"resume must be null or auto, got {cfg.resume!r}")
-    for key in ("lr", "weight_decay", "warmup_steps"):
-        if cfg.optim[key] < 0 or (key == "lr" and cfg.optim[key] == 0):
-            raise ConfigError(f"optim.{key} must be {'> 0' if key == 'lr' else '>= 0'}, got {cfg.optim[key]}")
-    if cfg.optim.scheduler not in ("cosine", "constant"):
-        raise ConfigError(f"optim.scheduler must be cosine or constant, got {cfg.optim.scheduler!r}")
-    if cfg.decode.beam_size < 1:
-        raise ConfigError(f"decode.beam_size must be >= 1, got {cfg.decode.beam_size}")
     from attnx.models.build import resolve_score_name
     from attnx.nn.attention import PLACEMENTS
 

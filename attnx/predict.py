@@ -8,13 +8,16 @@ the whole input when classifying), the source tokens that received the most atte
 from __future__ import annotations
 
 import sys
+import typing
 from typing import Any
+
+from attnx.schema import DecodeConfig
 
 USAGE = """usage: attnx predict ckpt=PATH input=TEXT [decode.beam_size=N] [decode.length_penalty=A]
                      [decode.max_len_ratio=R] [top_k=K]
 
 Decodes (seq2seq) or classifies (classification) TEXT with the model in checkpoint PATH."""
-DECODE_TYPES = {"beam_size": int, "length_penalty": float, "max_len_ratio": float}  # train.yaml's `decode:`
+DECODE_TYPES = typing.get_type_hints(DecodeConfig)  # train.yaml's `decode:` keys and their types
 
 
 def parse(argv: list[str]) -> dict[str, str]:

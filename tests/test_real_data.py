@@ -31,7 +31,7 @@ TINY_RUN = [
     "model.embed_dim=8",
     "model.hidden_dim=16",
     "trainer.max_epochs=1",
-    "optim.warmup_steps=0",
+    "optim.scheduler.warmup_steps=0",
     *(f"task.{key}={value}" for key, value in SLICE.items()),
 ]
 

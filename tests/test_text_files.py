@@ -14,7 +14,7 @@ from attnx.registry import registry
 from attnx.tasks.base import SPLITS, Task
 
 TINY_MODEL = ["encoder.embed_dim=8", "encoder.hidden_dim=16", "model.embed_dim=8", "model.hidden_dim=16"]
-TINY_RUN = [*TINY_MODEL, "trainer.max_epochs=1", "optim.warmup_steps=0", "task.batch_size=8"]
+TINY_RUN = [*TINY_MODEL, "trainer.max_epochs=1", "optim.scheduler.warmup_steps=0", "task.batch_size=8"]
 REVIEWS = [("a great film", "pos"), ("truly awful", "neg"), ("great fun", "pos"), ("awful, dull", "neg")]
 
 

@@ -29,7 +29,7 @@ TINY = [
     "task.val_size=16",
     "task.test_size=16",
     "task.batch_size=16",
-    "optim.warmup_steps=0",
+    "optim.scheduler.warmup_steps=0",
 ]
 
 
@@ -108,7 +108,7 @@ def test_resume_reaches_the_same_metrics_as_an_uninterrupted_run(tmp_path: Path)
         *TINY_RNN,
         *TINY,
         "model.dropout=0.3",
-        "optim.scheduler=constant",
+        "optim/scheduler=constant",
     ]
     train(tmp_path / "straight", *common, "trainer.max_epochs=3")
     train(tmp_path / "resumed", *common, "trainer.max_epochs=1")
@@ -134,7 +134,7 @@ def test_incompatible_score_fails_before_training(tmp_path: Path, capsys: pytest
         ("task.no_such_key=1", "no_such_key"),
         ("score=cosine score.temperature=abc", "score.temperature"),
         ("task.train_size=-5", "train_size"),
-        ("optim.scheduler=linear", "optim.scheduler must be cosine or constant"),
+        ("optim/scheduler=linear", "Could not find 'optim/scheduler/linear'"),
         ("optim.lr=-0.1", "optim.lr must be > 0"),
         ("task.min_len=9 task.max_len=4", "max_len"),
         ("attention=multi_head model.hidden_dim=10 attention.num_heads=3", "num_heads"),

@@ -1,14 +1,14 @@
-"""What every attnx LightningModule shares: model assembly, AdamW + schedule, throughput, RNG state,
-optional torch.compile."""
+"""What every attnx LightningModule shares: model assembly, the configured optimiser and schedule,
+throughput, RNG state, optional torch.compile."""
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
+from hydra.utils import instantiate
 from torch import nn
 
 from attnx.models.build import build_model
@@ -43,22 +43,14 @@ class AttnxModule(pl.LightningModule):
         return sum(p.numel() for p in self.model.parameters())
 
     def configure_optimizers(self) -> dict[str, Any]:
+        """The `optim.optimizer` partial on the parameters, stepped each batch by the `optim.scheduler`
+        partial over the run's `trainer.estimated_stepping_batches`."""
         optim = self.spec["optim"]
-        optimizer = torch.optim.AdamW(
-            self.parameters(), lr=optim["lr"], weight_decay=optim["weight_decay"], betas=tuple(optim["betas"])
-        )
+        # _convert_="all": plain lists (AdamW's betas), not ListConfigs, in the optimiser's and the
+        # schedule's state, which checkpoints store and `attnx predict` reads with weights_only=True
+        optimizer = instantiate(optim["optimizer"], _convert_="all")(self.parameters())
         total = max(1, int(self.trainer.estimated_stepping_batches))
-        warmup = min(int(optim["warmup_steps"]), total - 1)
-        cosine = optim["scheduler"] == "cosine"
-
-        def factor(step: int) -> float:
-            if step < warmup:
-                return (step + 1) / (warmup + 1)
-            if not cosine:
-                return 1.0
-            return 0.5 * (1.0 + math.cos(math.pi * (step - warmup) / max(1, total - warmup)))
-
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
+        scheduler = instantiate(optim["scheduler"], _convert_="all")(optimizer, total_steps=total)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def _evaluate(self, batch: Any, stage: str) -> None:

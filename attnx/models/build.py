@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
@@ -13,13 +14,12 @@ from attnx.models.seq2seq import Seq2Seq
 from attnx.nn.attention import ScoreFactory
 from attnx.nn.decoders import RNNDecoder
 from attnx.nn.scores import Score
+from attnx.schema import ModelConfig
 
 MODEL_TYPES = ("seq2seq", "classification")
-# `model` keys each model type reads; a shared `model` section may carry both types' keys.
-MODEL_KEYS = {
-    "seq2seq": ("embed_dim", "hidden_dim", "cell", "num_layers", "dropout"),
-    "classification": ("dropout",),
-}
+# The `model` keys: the schema's (attnx/schema.py), which a composed config has already passed; a call
+# from Python is checked against the same list. A classifier reads only `dropout`.
+MODEL_KEYS = tuple(f.name for f in dataclasses.fields(ModelConfig))
 
 
 def resolve_score_name(attention_name: str, score_cfg: Mapping[str, Any] | None) -> str | None:
@@ -58,11 +58,9 @@ def build_model(
     needs num_classes)."""
     if model_type not in MODEL_TYPES:
         raise ValueError(f"model_type must be one of {', '.join(MODEL_TYPES)}; got {model_type!r}")
-    known = set().union(*MODEL_KEYS.values())
-    unknown = sorted(set(model) - known)
+    unknown = sorted(set(model) - set(MODEL_KEYS))
     if unknown:
-        raise ValueError(f"unknown model key(s) {', '.join(unknown)}; allowed: {', '.join(sorted(known))}")
-    options = {key: model[key] for key in MODEL_KEYS[model_type] if key in model}
+        raise ValueError(f"unknown model key(s) {', '.join(unknown)}; allowed: {', '.join(MODEL_KEYS)}")
 
     enc = registry.build("encoder", encoder, vocab_size=src_vocab)
     score_name = resolve_score_name(attention["name"], score)
@@ -73,10 +71,11 @@ def build_model(
             raise ValueError("a classification model needs num_classes")
         dims = {"query_dim": enc.output_dim, "key_dim": enc.output_dim, "value_dim": enc.output_dim}
         pooling = registry.build("attention", attention, **dims, score=factory)
-        return Classifier(enc, pooling, num_classes, **options)
+        return Classifier(enc, pooling, num_classes, **{k: v for k, v in model.items() if k == "dropout"})
 
     if tgt_vocab is None:
         raise ValueError("a seq2seq model needs tgt_vocab")
+    options = dict(model)
     hidden_dim = options.pop("hidden_dim", 128)
     embed_dim = options.pop("embed_dim", 64)
     # Scored mechanisms attend in the decoder's space (see RNNDecoder); none/fixed_c read C as is.

@@ -1,0 +1,127 @@
+"""The typed schema of `attnx train`'s config, in Hydra's ConfigStore (Hydra's structured-config schema
+pattern, as fairseq's FairseqConfig): conf/train.yaml's defaults list starts with `train_schema`, and
+each conf/optim/*.yaml and conf/optim/scheduler/*.yaml extends its `*_schema`. The YAML files hold the
+values, commented; these dataclasses hold the keys and types, so a wrong type (`optim.lr=abc`) or an
+unknown key (`model.hiden_dim=8` in a YAML file) fails in Hydra's own merge, naming the key.
+
+Every field but the optional groups is MISSING here: its default lives in one place, the YAML. Bounds
+that types cannot express (optim.lr > 0, ...) are `attnx.config.validate`'s. The task, encoder,
+attention and score groups are typed by the registry, from their constructors (`attnx.registry`).
+Storing the schema imports Hydra and OmegaConf only, never torch or Lightning.
+"""
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from omegaconf import MISSING
+
+
+@dataclass
+class ModelConfig:
+    """The seq2seq decoder and the classification head (the encoder has its own group); a classifier
+    reads only `dropout`."""
+
+    embed_dim: int = MISSING
+    hidden_dim: int = MISSING
+    cell: str = MISSING
+    num_layers: int = MISSING
+    dropout: float = MISSING
+
+
+@dataclass
+class DecodeConfig:
+    """How val/test/predict decode seq2seq outputs: greedy when beam_size = 1, else beam search ranked by
+    log p(y) / lp(y), lp(y) = ((5 + |y|) / 6)^length_penalty (GNMT); at most
+    max_len_ratio · source length + 5 tokens."""
+
+    beam_size: int = MISSING
+    length_penalty: float = MISSING
+    max_len_ratio: float = MISSING
+
+
+@dataclass
+class OptimizerConfig:
+    """A torch.optim optimiser as a `_partial_` `_target_`; configure_optimizers passes it the
+    parameters. `lr` interpolates `${optim.lr}`."""
+
+    _target_: str = MISSING
+    _partial_: bool = MISSING
+    lr: float = MISSING
+    weight_decay: float = MISSING
+
+
+@dataclass
+class AdamWConfig(OptimizerConfig):
+    """torch.optim.AdamW: m ← β₁m + (1-β₁)g, v ← β₂v + (1-β₂)g², θ ← θ - lr·(m̂/(√v̂ + ε) + λθ)."""
+
+    betas: list[float] = MISSING
+
+
+@dataclass
+class SGDConfig(OptimizerConfig):
+    """torch.optim.SGD; with nesterov, b ← μb + g + λθ, θ ← θ - lr·(g + λθ + μb)."""
+
+    momentum: float = MISSING
+    nesterov: bool = MISSING
+
+
+@dataclass
+class SchedulerConfig:
+    """A learning-rate schedule as a `_partial_` `_target_`: called with (optimizer, total_steps)."""
+
+    _target_: str = MISSING
+    _partial_: bool = MISSING
+
+
+@dataclass
+class WarmupConfig(SchedulerConfig):
+    """attnx.lit.optim.warmup_schedule: linear warm-up, then cosine decay to zero or constant."""
+
+    warmup_steps: int = MISSING
+    cosine: bool = MISSING
+
+
+@dataclass
+class OptimConfig:
+    """The optimiser and its schedule. `lr` is the peak learning rate, the one knob to tune: the optimiser's
+    lr interpolates it and the schedule scales it."""
+
+    lr: float = MISSING
+    optimizer: OptimizerConfig = MISSING
+    scheduler: SchedulerConfig = MISSING
+
+
+@dataclass
+class TrainConfig:
+    """`attnx train`'s whole config. Groups typed elsewhere (by the registry, or by their `_target_`'s
+    signature when instantiated) are Any here; `score`, `logger` and `callbacks` may be null."""
+
+    task: Any = MISSING
+    encoder: Any = MISSING
+    attention: Any = MISSING
+    score: Any = None
+    model: ModelConfig = MISSING
+    optim: OptimConfig = MISSING
+    trainer: Any = MISSING
+    logger: Any = None
+    callbacks: Any = None
+    paths: Any = MISSING
+    seed: int = MISSING
+    threads: int = MISSING
+    compile: bool = MISSING
+    resume: Optional[str] = MISSING  # noqa: UP045 - OmegaConf needs typing.Optional
+    ckpt_path: Optional[str] = MISSING  # noqa: UP045
+    test: bool = MISSING
+    optimized_metric: str = MISSING
+    decode: DecodeConfig = MISSING
+
+
+def store() -> None:
+    """Put the schema into Hydra's ConfigStore under the names the YAML files' defaults lists use."""
+    from hydra.core.config_store import ConfigStore
+
+    cs = ConfigStore.instance()
+    cs.store(name="train_schema", node=TrainConfig)
+    cs.store(group="optim", name="adamw_schema", node=OptimConfig(optimizer=AdamWConfig()))
+    cs.store(group="optim", name="sgd_schema", node=OptimConfig(optimizer=SGDConfig()))
+    cs.store(group="optim/scheduler", name="warmup_schema", node=WarmupConfig)

@@ -1,0 +1,84 @@
+"""Optimiser and schedule by config alone: the warm-up schedule's equation, `optim=sgd` and
+`optim/scheduler=constant`."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+
+from attnx import registry
+from attnx.config import compose
+from attnx.lit.optim import warmup_schedule
+from attnx.train import assemble
+
+# A self-attention encoder (LayerNorms) and cosine scores with a learned log τ in the decoder.
+TINY = [
+    "encoder=self_attn",
+    "encoder.d_model=16",
+    "encoder.num_heads=2",
+    "encoder.num_layers=1",
+    "encoder.ff_dim=16",
+    "attention=dot",
+    "score=cosine",
+    "score.learn_temperature=true",
+    "model.embed_dim=8",
+    "model.hidden_dim=16",
+    "task.train_size=16",
+    "task.val_size=8",
+    "task.test_size=8",
+    "paths.output_dir=unused",
+]
+
+
+def configured(*overrides: str, total_steps: int = 100) -> tuple[Any, Any]:
+    """(optimizer, scheduler) from configure_optimizers for `attnx train <TINY> <overrides>`, outside a
+    Trainer as benchmarks/common.py calls it."""
+    registry.load_all()
+    _, module, _ = assemble(compose([*TINY, *overrides]))
+    module.trainer = SimpleNamespace(estimated_stepping_batches=total_steps)
+    config = module.configure_optimizers()
+    return config["optimizer"], config["lr_scheduler"]["scheduler"]
+
+
+def learning_rates(optimizer: torch.optim.Optimizer, scheduler: Any, steps: int) -> list[float]:
+    rates = []
+    for _ in range(steps):
+        rates.append(optimizer.param_groups[0]["lr"])
+        optimizer.step()
+        scheduler.step()
+    return rates
+
+
+def test_the_default_is_adamw_warmed_up_then_cosine_to_zero() -> None:
+    optimizer, scheduler = configured(total_steps=100)
+    assert type(optimizer) is torch.optim.AdamW
+    assert tuple(optimizer.defaults["betas"]) == (0.9, 0.999)
+    rates = learning_rates(optimizer, scheduler, 100)
+    assert rates[0] == pytest.approx(3e-3 / 51) and rates[50] == pytest.approx(3e-3)
+    assert rates[99] < 1e-5 and max(rates) == pytest.approx(3e-3)
+
+
+def test_sgd_and_a_constant_schedule_are_config_choices() -> None:
+    optimizer, scheduler = configured(
+        "optim=sgd", "optim/scheduler=constant", "optim.lr=0.02", "optim.scheduler.warmup_steps=4"
+    )
+    assert type(optimizer) is torch.optim.SGD
+    assert optimizer.defaults["momentum"] == 0.9 and optimizer.defaults["nesterov"] is True
+    rates = learning_rates(optimizer, scheduler, 100)
+    assert rates[:4] == pytest.approx([0.004, 0.008, 0.012, 0.016])
+    assert rates[4:] == pytest.approx([0.02] * 96)
+
+
+def test_warmup_schedule_follows_its_equation() -> None:
+    def rates(total: int, warmup: int, cosine: bool) -> list[float]:
+        optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+        return learning_rates(optimizer, warmup_schedule(optimizer, total, warmup, cosine), total)
+
+    cosine = [0.5 * (1 + math.cos(math.pi * s / 6)) for s in range(6)]
+    assert rates(10, 4, cosine=True) == pytest.approx([0.2, 0.4, 0.6, 0.8, *cosine])
+    assert rates(10, 4, cosine=False) == pytest.approx([0.2, 0.4, 0.6, 0.8, *[1.0] * 6])
+    assert rates(3, 50, cosine=False) == pytest.approx([1 / 3, 2 / 3, 1.0])  # warm-up capped at T - 1
