@@ -41,8 +41,8 @@ class DecodeConfig:
 
 @dataclass
 class OptimizerConfig:
-    """A torch.optim optimiser as a `_partial_` `_target_`; configure_optimizers passes it the
-    parameters. `lr` interpolates `${optim.lr}`."""
+    """A torch.optim optimiser as a `_partial_` `_target_`; configure_optimizers passes it the parameter
+    groups. `lr` interpolates `${optim.lr}`."""
 
     _target_: str = MISSING
     _partial_: bool = MISSING

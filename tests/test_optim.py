@@ -1,5 +1,5 @@
-"""Optimiser and schedule by config alone: the warm-up schedule's equation, `optim=sgd` and
-`optim/scheduler=constant`."""
+"""Optimiser and schedule by config alone: parameter groups for weight decay, the warm-up schedule's
+equation, `optim=sgd` and `optim/scheduler=constant`."""
 
 from __future__ import annotations
 
@@ -51,6 +51,29 @@ def learning_rates(optimizer: torch.optim.Optimizer, scheduler: Any, steps: int)
         optimizer.step()
         scheduler.step()
     return rates
+
+
+def test_weight_decay_skips_biases_norms_and_temperatures() -> None:
+    optimizer, _ = configured()
+    decay, no_decay = optimizer.param_groups
+    assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
+    assert {
+        "model.encoder.embed.weight",
+        "model.encoder.blocks.0.attention.W_q.weight",
+        "model.decoder.embed.weight",
+        "model.decoder.rnn.weight_hh_l0",
+        "model.decoder.out.weight",
+    } <= set(decay["param_names"])
+    assert {
+        "model.encoder.blocks.0.norm_attn.weight",
+        "model.encoder.norm.bias",
+        "model.decoder.rnn.bias_hh_l0",
+        "model.decoder.out.bias",
+        "model.decoder.attention.score.log_tau",
+    } <= set(no_decay["param_names"])
+    names = decay["param_names"] + no_decay["param_names"]
+    assert all(p.dim() >= 2 for p in decay["params"]) and all(p.dim() < 2 for p in no_decay["params"])
+    assert len(names) == len(set(names)) == sum(1 for g in optimizer.param_groups for _ in g["params"])
 
 
 def test_the_default_is_adamw_warmed_up_then_cosine_to_zero() -> None:

@@ -11,6 +11,7 @@ import torch
 from hydra.utils import instantiate
 from torch import nn
 
+from attnx.lit.optim import param_groups
 from attnx.models.build import build_model
 
 
@@ -43,12 +44,12 @@ class AttnxModule(pl.LightningModule):
         return sum(p.numel() for p in self.model.parameters())
 
     def configure_optimizers(self) -> dict[str, Any]:
-        """The `optim.optimizer` partial on the parameters, stepped each batch by the `optim.scheduler`
+        """The `optim.optimizer` partial on `param_groups`, stepped each batch by the `optim.scheduler`
         partial over the run's `trainer.estimated_stepping_batches`."""
         optim = self.spec["optim"]
         # _convert_="all": plain lists (AdamW's betas), not ListConfigs, in the optimiser's and the
         # schedule's state, which checkpoints store and `attnx predict` reads with weights_only=True
-        optimizer = instantiate(optim["optimizer"], _convert_="all")(self.parameters())
+        optimizer = instantiate(optim["optimizer"], _convert_="all")(param_groups(self))
         total = max(1, int(self.trainer.estimated_stepping_batches))
         scheduler = instantiate(optim["scheduler"], _convert_="all")(optimizer, total_steps=total)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -1,10 +1,26 @@
-"""The learning-rate schedule that conf/optim/scheduler/*.yaml instantiate."""
+"""How parameters are optimised: which of them weight decay applies to, and the learning-rate schedule
+that conf/optim/scheduler/*.yaml instantiate."""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
+from torch import nn
+
+
+def param_groups(module: nn.Module) -> list[dict[str, Any]]:
+    """Two optimiser groups of named parameters (nanoGPT's split): weight matrices and embeddings decay
+    (the optimiser's weight_decay); biases, norm gains and scalar temperatures (dim < 2) do not: decay
+    would pull each towards an arbitrary value (a zero gain, τ = 1 for cosine's log τ) while they hold
+    too few parameters to overfit with."""
+    named = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
+    groups = [
+        {"params": [(n, p) for n, p in named if p.dim() >= 2]},
+        {"params": [(n, p) for n, p in named if p.dim() < 2], "weight_decay": 0.0},
+    ]
+    return [group for group in groups if group["params"]]
 
 
 def warmup_schedule(
