@@ -10,6 +10,9 @@ A plugin author's test is one line:
 Each check raises AssertionError with a message saying which invariant broke. The checks run in
 float64 and eval mode (dropout off) on small random inputs from fixed seeds: a batch of three
 sequences with 5, 3 and 1 valid keys, for Tq=1 (a decoder step) and Tq=3.
+
+`projection_loss` is the loss the gradient check backpropagates; a plugin's own gradient tests can
+use it too.
 """
 
 from __future__ import annotations
@@ -82,6 +85,14 @@ def check_all() -> list[tuple[str, str, str | None]]:
             label = name if score is None else f"{name} score={score}"
             results.append(("attention", label, _error_of(check_attention, cls, score)))
     return results
+
+
+def projection_loss(*outputs: torch.Tensor, seed: int = 0) -> torch.Tensor:
+    """A scalar whose gradient reaches every element of `outputs`: each output dotted with a fixed
+    random tensor. `outputs.sum()` is no such loss after a normalisation (a fresh LayerNorm's outputs
+    and softmax weights sum to a constant), so its gradient is zero up to rounding."""
+    g = torch.Generator().manual_seed(seed)
+    return sum((x * torch.randn(x.shape, generator=g, dtype=x.dtype).to(x.device)).sum() for x in outputs)
 
 
 def _error_of(check: Callable[..., None], *args: Any) -> str | None:
@@ -222,8 +233,7 @@ def _check_gradients(att: Attention, dims: tuple[int, int, int], label: str) -> 
     inputs = {"query": q.requires_grad_(), "keys": k.requires_grad_(), "values": v.requires_grad_()}
     att.zero_grad(set_to_none=True)
     ctx, _ = _run(att, label, q, k, v, mask)
-    g = torch.Generator().manual_seed(2)
-    (ctx * torch.randn(ctx.shape, generator=g, dtype=ctx.dtype)).sum().backward()
+    projection_loss(ctx, seed=2).backward()
     for name, x in inputs.items():
         _require(
             x.grad is None or torch.isfinite(x.grad).all(), f"{label}: NaN/inf gradient w.r.t. the {name}"

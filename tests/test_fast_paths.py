@@ -23,6 +23,7 @@ from attnx import train
 from attnx.cli import main as cli
 from attnx.config import CONF_DIR
 from attnx.nn.encoders import SelfAttentionEncoder
+from attnx.testing import projection_loss
 
 TINY = [
     "encoder=self_attn",
@@ -68,7 +69,7 @@ def test_self_attention_encoder_fused_equals_explicit_with_gradients(sdpa_calls:
         encoder.record_weights = record
         encoder.zero_grad()
         out = encoder(tokens, lengths)
-        (out.states.pow(2).sum() + out.summary.sum()).backward()
+        projection_loss(out.states, out.summary).backward()
         return [out.states, out.summary, *(p.grad.clone() for p in encoder.parameters())]
 
     explicit = run(record=True)
