@@ -17,29 +17,23 @@ import lightning.pytorch as pl
 import pytest
 import torch
 import torch.nn.functional as F
-from hydra import compose, initialize_config_dir
+from tiny import ONE_EPOCH, TINY_MODEL, TINY_SELF_ATTN, sizes, train
 
-from attnx import train
-from attnx.cli import main as cli
-from attnx.config import CONF_DIR
+from attnx import registry
+from attnx.config import compose
 from attnx.nn.encoders import SelfAttentionEncoder
 from attnx.testing import projection_loss
+from attnx.train import assemble
 
-TINY = [
-    "encoder=self_attn",
-    "encoder.d_model=16",
-    "encoder.num_heads=2",
+# Two encoder layers and multi-head attention: every module with a fused path; 32 examples in batches of 8.
+FUSED = [
+    *TINY_SELF_ATTN,
     "encoder.num_layers=2",
-    "encoder.ff_dim=16",
     "attention=multi_head",
     "attention.num_heads=2",
-    "model.embed_dim=8",
-    "model.hidden_dim=16",
+    *TINY_MODEL,
     "model.dropout=0.0",
-    "task.train_size=32",
-    "task.val_size=8",
-    "task.test_size=8",
-    "task.batch_size=8",
+    *sizes(train=32, val=8, test=8, batch=8),
 ]
 
 
@@ -51,11 +45,10 @@ def sdpa_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     return calls
 
 
-def assemble(task: str, *overrides: str) -> tuple[Any, Any]:
-    """(task, LightningModule) as `attnx train task=<task> <TINY> <overrides>` builds them."""
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("train", overrides=[f"task={task}", *TINY, *overrides, "paths.output_dir=unused"])
-    data, module, _ = train.assemble(cfg)
+def built(task: str, *overrides: str) -> tuple[Any, Any]:
+    """(task, LightningModule) as `attnx train task=<task> <FUSED> <overrides>` builds them, untrained."""
+    registry.load_all()
+    data, module, _ = assemble(compose([f"task={task}", *FUSED, *overrides, "paths.output_dir=unused"]))
     return data, module
 
 
@@ -84,34 +77,36 @@ def test_self_attention_encoder_fused_equals_explicit_with_gradients(sdpa_calls:
 def test_training_steps_take_the_fused_kernel(task: str, kernels: int, sdpa_calls: list[int]) -> None:
     """2 encoder layers + the multi_head decoder (one call for all steps) or pooling: weights are
     never requested while training."""
-    data, module = assemble(task)
+    data, module = built(task)
     loss = module.training_step(next(iter(data.dataloader("train"))), 0)
     assert len(sdpa_calls) == kernels and loss.isfinite()
 
 
 def test_compile_only_for_fit_keeps_outputs_and_checkpoint_keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    compiles: list[int] = []
     # the eager backend checks what torch.compile captures without paying for code generation
-    monkeypatch.setattr(torch, "compile", functools.partial(torch.compile, backend="eager"))
-    data, module = assemble("sentiment", "compile=true")
+    eager_compile = functools.partial(torch.compile, backend="eager")
+    monkeypatch.setattr(torch, "compile", lambda *a, **kw: compiles.append(1) or eager_compile(*a, **kw))
+    data, module = built("sentiment", "compile=true")
     module.eval()
     batch = next(iter(data.dataloader("val")))
     keys = list(module.state_dict())
     eager, _ = module(batch)
     module.setup("validate")
-    assert module.model._compiled_call_impl is None
+    assert compiles == []
     module.setup("fit")
-    assert module.model._compiled_call_impl is not None
+    assert compiles == [1]
     compiled, _ = module(batch)
     torch.testing.assert_close(compiled, eager)
     assert list(module.state_dict()) == keys
-    _, plain = assemble("sentiment")
+    _, plain = built("sentiment")
     plain.setup("fit")
-    assert plain.model._compiled_call_impl is None
+    assert compiles == [1]
 
 
 def test_dataloader_copies_nothing_needlessly() -> None:
     """In-memory tensors: no worker processes; pinned batches only when a GPU can use them."""
-    data, _ = assemble("reverse")
+    data, _ = built("reverse")
     loader = data.dataloader("train", shuffle=True)
     assert loader.num_workers == 0
     assert loader.pin_memory == torch.cuda.is_available()
@@ -128,8 +123,8 @@ def test_training_loss_is_logged_only_on_logger_steps(
         "log",
         lambda self, name, *a, **kw: calls.append(name) or log(self, name, *a, **kw),
     )
-    overrides = ["task=sentiment", *TINY, "trainer.max_epochs=1", "trainer.log_every_n_steps=2", "test=false"]
-    assert cli(["train", *overrides, f"hydra.run.dir={tmp_path}"]) == 0
+    overrides = ["task=sentiment", *FUSED, *ONE_EPOCH, "trainer.log_every_n_steps=2", "test=false"]
+    assert train(tmp_path, *overrides) == 0
     rows = list(csv.DictReader((tmp_path / "csv" / "metrics.csv").open()))
     logged = [int(row["step"]) for row in rows if row.get("train/loss")]
     assert logged == [1, 3] and calls.count("train/loss") == 2  # 32 examples in batches of 8: 4 steps

@@ -9,12 +9,12 @@ package index cannot be reached those tests are skipped with pip's reason.
 from __future__ import annotations
 
 import datetime
-import json
 from pathlib import Path
 
 import pytest
 import torch
 from babel.dates import format_date
+from tiny import ONE_EPOCH, TINY_MODEL, TINY_RNN, completed
 
 from attnx.cli import main as cli
 from attnx.predict import load
@@ -25,15 +25,7 @@ from attnx.tasks.g2p import lexicon
 from attnx.tasks.vader import ARCHIVE, CORPORA, REQUIREMENT, ground_truth
 
 SLICE = {"train_size": 200, "val_size": 50, "test_size": 50, "batch_size": 16}
-TINY_RUN = [
-    "encoder.embed_dim=8",
-    "encoder.hidden_dim=16",
-    "model.embed_dim=8",
-    "model.hidden_dim=16",
-    "trainer.max_epochs=1",
-    "optim.scheduler.warmup_steps=0",
-    *(f"task.{key}={value}" for key, value in SLICE.items()),
-]
+TINY_RUN = [*TINY_RNN, *TINY_MODEL, *ONE_EPOCH, *(f"task.{key}={value}" for key, value in SLICE.items())]
 
 
 @pytest.fixture(scope="session")
@@ -166,13 +158,6 @@ def test_dates_argument_errors(kwargs: dict, message: str) -> None:
         registry("task").get("dates")(**kwargs)
 
 
-def train(tmp: Path, *overrides: str) -> dict:
-    cli(["train", *overrides, *TINY_RUN, f"hydra.run.dir={tmp}"])
-    record = json.loads((tmp / "results.json").read_text())
-    assert record["status"] == "completed", record.get("error")
-    return record
-
-
 @pytest.mark.parametrize(
     ("task", "metrics"),
     [
@@ -186,7 +171,7 @@ def test_real_tasks_train_end_to_end(
 ) -> None:
     if task != "g2p":
         request.getfixturevalue("vader")
-    record = train(tmp_path, f"task={task}")
+    record = completed(tmp_path, f"task={task}", *TINY_RUN)
     for name in metrics:  # insertions can take the phoneme error rate of an untrained model past 1
         assert 0.0 <= record["metrics"][name] <= (float("inf") if name.endswith("/per") else 1.0)
 
@@ -194,7 +179,7 @@ def test_real_tasks_train_end_to_end(
 def test_beam_search_through_a_trained_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Dates trained by the CLI, validated and tested with beam search; then from its checkpoint:
     beam 1 is exactly greedy, and a beam of 4 never has lower model log-probability than greedy."""
-    record = train(tmp_path, "task=dates", "decode.beam_size=3")
+    record = completed(tmp_path, "task=dates", "decode.beam_size=3", *TINY_RUN)
     assert 0.0 <= record["metrics"]["test/exact_match"] <= 1.0
     task = registry("task").get("dates")(**SLICE)
     batch = next(iter(task.dataloader("test")))

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import optuna
 import pytest
-from test_train import TINY, TINY_RNN, results, train
+from tiny import TINY, TINY_RNN, results, train
 
 # A plugin score that leaves "<pid> <torch threads>" in `trace` each time it is built, so the test sees
 # which process ran the run and with how many threads.

@@ -8,13 +8,12 @@ import logging
 from pathlib import Path
 
 import pytest
+from tiny import ONE_EPOCH, TINY_MODEL, TINY_RNN, completed, train
 
-from attnx.cli import main as cli
 from attnx.registry import registry
 from attnx.tasks.base import SPLITS, Task
 
-TINY_MODEL = ["encoder.embed_dim=8", "encoder.hidden_dim=16", "model.embed_dim=8", "model.hidden_dim=16"]
-TINY_RUN = [*TINY_MODEL, "trainer.max_epochs=1", "optim.scheduler.warmup_steps=0", "task.batch_size=8"]
+TINY_RUN = [*TINY_RNN, *TINY_MODEL, *ONE_EPOCH, "task.batch_size=8"]  # no task.*_size: every row of the files
 REVIEWS = [("a great film", "pos"), ("truly awful", "neg"), ("great fun", "pos"), ("awful, dull", "neg")]
 
 
@@ -157,9 +156,7 @@ def test_text_pairs_tokenizers_and_malformed_lines(tmp_path: Path) -> None:
 
 def test_text_pairs_trains_and_reports_bleu_chrf(tmp_path: Path) -> None:
     files = [f"task.{key}={value}" for key, value in pairs_files(tmp_path).items()]
-    cli(["train", "task=text_pairs", *files, *TINY_RUN, f"hydra.run.dir={tmp_path / 'run'}"])
-    record = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert record["status"] == "completed", record.get("error")
+    record = completed(tmp_path / "run", "task=text_pairs", *files, *TINY_RUN)
     for key in ("test/bleu", "test/chrf", "test/exact_match", "val/bleu"):
         assert 0.0 <= record["metrics"][key] <= 1.0
 
@@ -168,17 +165,8 @@ def test_text_classification_trains_and_bad_files_are_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     files = [f"task.{s}_file={write(tmp_path / f'{s}.csv', csv_lines(REVIEWS * 4))}" for s in SPLITS]
-    cli(["train", "task=text_classification", *files, *TINY_RUN, f"hydra.run.dir={tmp_path / 'run'}"])
-    record = json.loads((tmp_path / "run" / "results.json").read_text())
-    assert record["status"] == "completed" and 0.0 <= record["metrics"]["test/acc"] <= 1.0
-    code = cli(
-        [
-            "train",
-            "task=text_classification",
-            "task.train_file=missing.csv",
-            f"hydra.run.dir={tmp_path / 'x'}",
-        ]
-    )
-    assert code == 2
+    record = completed(tmp_path / "run", "task=text_classification", *files, *TINY_RUN)
+    assert 0.0 <= record["metrics"]["test/acc"] <= 1.0
+    assert train(tmp_path / "x", "task=text_classification", "task.train_file=missing.csv") == 2
     err = capsys.readouterr().err.strip()
     assert err == "attnx train: task.train_file='missing.csv': no such file"

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import torch
 from tensorboard.backend.event_processing.event_accumulator import IMAGES, EventAccumulator
-from test_train import TINY, TINY_RNN, TINY_SELF_ATTN, results, train
+from tiny import TINY, TINY_RNN, TINY_SELF_ATTN, results, train
 
 from attnx import registry
 from attnx.predict import load

@@ -2,44 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 import torch
+from tiny import TINY, TINY_RNN, TINY_SELF_ATTN, results, train
 
 from attnx.cli import main as cli
 
 MECHANISMS = ["none", "fixed_c", "additive", "dot", "multi_head"]
-TINY_RNN = ["encoder=rnn", "encoder.embed_dim=8", "encoder.hidden_dim=16"]
-TINY_SELF_ATTN = [
-    "encoder=self_attn",
-    "encoder.d_model=16",
-    "encoder.num_heads=2",
-    "encoder.num_layers=1",
-    "encoder.ff_dim=16",
-]
-TINY = [
-    "model.embed_dim=8",
-    "model.hidden_dim=16",
-    "trainer.max_epochs=1",
-    "task.train_size=48",
-    "task.val_size=16",
-    "task.test_size=16",
-    "task.batch_size=16",
-    "optim.scheduler.warmup_steps=0",
-]
-
-
-def train(tmp: Path, *overrides: str, sweep: bool = False) -> int:
-    where = f"hydra.sweep.dir={tmp}" if sweep else f"hydra.run.dir={tmp}"
-    return cli(["train", *(["-m"] if sweep else []), *overrides, where])
-
-
-def results(root: Path) -> list[dict]:
-    return [json.loads(p.read_text()) for p in sorted(root.rglob("results.json"))]
 
 
 @pytest.mark.parametrize(
