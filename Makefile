@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test lint bench data clean
+.PHONY: install run test test-fast lint bench data clean
 
 install: $(STAMP)
 
@@ -22,8 +22,13 @@ run: install
 	$(BIN)/attnx train -m experiment=quickstart hydra.sweep.dir=$$dir && \
 	$(BIN)/attnx report $$dir
 
+# Both in random order (pytest-randomly); the last line of the output names the seed to repeat it.
 test: install
 	$(BIN)/python -m pytest
+
+# The unit tests only: no CLI runs, Lightning fits, subprocesses or learning runs (markers in pyproject.toml).
+test-fast: install
+	$(BIN)/python -m pytest -m "not e2e and not slow"
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,6 +1,11 @@
-"""Shared test setup: one torch thread (small models run far faster that way on 2 shared cores)."""
+"""Shared test setup: one torch thread (small models run far faster that way on 2 shared cores), a fixed
+torch seed per test, torch's global flags restored after each test, and `gpu` tests skipped without one.
+
+Markers are registered in pyproject.toml; the tiny-run overrides and CLI helpers are in tiny.py.
+"""
 
 import os
+from collections.abc import Iterator
 
 import pytest
 import torch
@@ -13,3 +18,25 @@ os.environ.setdefault("WANDB_SILENT", "true")
 @pytest.fixture(autouse=True)
 def _seed() -> None:
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _torch_flags() -> Iterator[None]:
+    """A Lightning Trainer (deterministic: true) switches deterministic algorithms on for the whole
+    process, and a run sets its `threads`: no test may inherit them from the one before."""
+    deterministic, threads = torch.are_deterministic_algorithms_enabled(), torch.get_num_threads()
+    yield
+    torch.use_deterministic_algorithms(deterministic)
+    torch.set_num_threads(threads)
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    if item.get_closest_marker("gpu") and not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU: torch.cuda.is_available() is false")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter, config: pytest.Config) -> None:
+    """pytest-randomly's seed, also under -q (which hides the header where it prints it)."""
+    seed = getattr(config.option, "randomly_seed", None)
+    if seed is not None:
+        terminalreporter.write_line(f"random order: repeat it with -p randomly --randomly-seed={seed}")

@@ -15,6 +15,7 @@ from attnx.measure import count_flops, interleaved, peak_memory, ratios
 CPU = torch.device("cpu")
 
 
+@pytest.mark.e2e
 def test_bench_tiny_grid_writes_table_csv_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     argv = ["--attention", "multi_head,dot,none", "--score", "scaled_dot,additive", "--encoder", "rnn"]
     argv += ["--lengths", "8,16", "--dim", "16", "--heads", "1,2", "--batch", "2"]
@@ -50,6 +51,7 @@ def test_bench_tiny_grid_writes_table_csv_and_plots(tmp_path: Path, capsys: pyte
     assert "ratio" in out and "time ~ N^k" in out
 
 
+@pytest.mark.e2e
 def test_bench_does_not_import_lightning(tmp_path: Path) -> None:
     argv = ["--attention", "dot", "--encoder", "", "--lengths", "8", "--repeats", "1", "--out", str(tmp_path)]
     code = f"import sys, attnx.bench as b; b.main({argv!r}); print([m for m in sys.modules if 'lightn' in m])"
@@ -58,6 +60,7 @@ def test_bench_does_not_import_lightning(tmp_path: Path) -> None:
     assert result.stdout.splitlines()[-1] == "[]"
 
 
+@pytest.mark.e2e
 def test_bench_rejects_unknown_names_and_bad_grids(capsys: pytest.CaptureFixture) -> None:
     assert main(["--attention", "multihead"]) == 2
     assert "did you mean 'multi_head'" in capsys.readouterr().err

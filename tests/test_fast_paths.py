@@ -112,6 +112,7 @@ def test_dataloader_copies_nothing_needlessly() -> None:
     assert loader.pin_memory == torch.cuda.is_available()
 
 
+@pytest.mark.e2e
 def test_training_loss_is_logged_only_on_logger_steps(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import tomllib
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,6 +20,7 @@ task:
 """
 
 
+@pytest.mark.e2e
 def test_non_editable_install_finds_its_configs(tmp_path: Path) -> None:
     target = tmp_path / "site"
     subprocess.run(
@@ -57,6 +59,7 @@ def test_every_config_folder_ships_with_the_package() -> None:
     assert expected <= packages, f"add to pyproject.toml's packages: {sorted(expected - packages)}"
 
 
+@pytest.mark.e2e
 def test_help_lists_subcommands_without_heavy_imports() -> None:
     out = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "attnx.cli", "--help"], capture_output=True, text=True

@@ -42,6 +42,7 @@ def attnx(*args: str, cwd: Path, plugin_path: Path | None = None) -> subprocess.
     )
 
 
+@pytest.mark.e2e
 def test_plugin_on_path_is_listed_and_passes_check(tmp_path: Path) -> None:
     folder = tmp_path / "mine"
     folder.mkdir()
@@ -59,6 +60,7 @@ def test_plugin_on_path_is_listed_and_passes_check(tmp_path: Path) -> None:
     )
 
 
+@pytest.mark.e2e
 def test_failing_checks_exit_1(tmp_path: Path) -> None:
     (tmp_path / "unused_param.py").write_text(
         "import torch\nfrom attnx import Score, register_score\n\n\n@register_score('unused_param')\n"
@@ -78,6 +80,7 @@ def test_failing_checks_exit_1(tmp_path: Path) -> None:
     assert "PASS  attention local_window score=gaussian" in checked.stdout  # ./plugins of the cwd
 
 
+@pytest.mark.e2e
 def test_plugin_import_error_names_the_file(tmp_path: Path) -> None:
     (tmp_path / "broken.py").write_text("raise RuntimeError('half-written plugin')\n")
     result = attnx(cwd=tmp_path, plugin_path=tmp_path)
@@ -105,6 +108,7 @@ def installed_plugin(tmp_path: Path) -> Iterator[str]:
         subprocess.run([*pip, "uninstall", "-y", dist], check=True)
 
 
+@pytest.mark.e2e
 def test_entry_point_plugin_is_listed_with_its_distribution(installed_plugin: str, tmp_path: Path) -> None:
     listing = attnx(cwd=tmp_path)
     assert listing.returncode == 0, listing.stderr
@@ -148,6 +152,7 @@ def test_local_window_weights_stay_in_the_window() -> None:
     assert ((weights > 0).sum(-1) <= 3).all()
 
 
+@pytest.mark.e2e
 def test_plugins_command_does_not_import_lightning() -> None:
     code = "import sys, attnx.plugins as p; p.main([]); print([m for m in sys.modules if 'lightning' in m])"
     result = subprocess.run(

@@ -2,8 +2,9 @@
 Babel dates; the data cache; a few training steps of each through the CLI; beam search through a
 trained checkpoint.
 
-The vaderSentiment archive is fetched once per session with pip, as the task does; where the
-package index cannot be reached those tests are skipped with pip's reason.
+The vaderSentiment archive is fetched once per session with pip, as the task does: the tests that
+need it are e2e (pip runs in a subprocess), skipped with pip's reason where the package index cannot
+be reached.
 """
 
 from __future__ import annotations
@@ -67,6 +68,7 @@ def texts(task: Task, split: str) -> set[tuple[str, ...]]:
     return {tuple(task.src_vocab.decode(row)) for row in task.splits[split].src.tolist()}
 
 
+@pytest.mark.e2e
 def test_movie_polarity_drops_neutral_snippets_and_follows_the_rating_sign(vader: Path) -> None:
     rows = ground_truth(["movies"])["movies"]
     assert 10_500 < len(rows) < 10_610  # 10,605 snippets less a few exact duplicates
@@ -78,6 +80,7 @@ def test_movie_polarity_drops_neutral_snippets_and_follows_the_rating_sign(vader
     assert ratings["Effective but too tepid biopic"] < 0  # a sentence of Pang & Lee's negative file
 
 
+@pytest.mark.e2e
 def test_movie_splits_are_fixed_disjoint_and_capped(vader: Path) -> None:
     a, b = make("sentiment_movies", seed=1), make("sentiment_movies", seed=2)
     assert [len(a.splits[s]) for s in SPLITS] == [200, 50, 50]
@@ -88,6 +91,7 @@ def test_movie_splits_are_fixed_disjoint_and_capped(vader: Path) -> None:
     assert a.src_vocab.stoi["<unk>"] in a.splits["test"].src  # words unseen (twice) in train
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize("source", [s for s in CORPORA if s != "movies"])
 def test_other_sources_are_binary_too(vader: Path, source: str) -> None:
     task = make("sentiment_movies", source=source, train_size=None)
@@ -96,6 +100,7 @@ def test_other_sources_are_binary_too(vader: Path, source: str) -> None:
     assert len(task.splits["train"]) > 2000
 
 
+@pytest.mark.e2e
 def test_domain_task_has_four_classes(vader: Path) -> None:
     task = make("snippet_domain", train_size=None)
     assert task.classes == ["movies", "amazon", "nyt", "tweets"]
@@ -158,6 +163,7 @@ def test_dates_argument_errors(kwargs: dict, message: str) -> None:
         registry("task").get("dates")(**kwargs)
 
 
+@pytest.mark.e2e
 @pytest.mark.parametrize(
     ("task", "metrics"),
     [
@@ -176,6 +182,7 @@ def test_real_tasks_train_end_to_end(
         assert 0.0 <= record["metrics"][name] <= (float("inf") if name.endswith("/per") else 1.0)
 
 
+@pytest.mark.e2e
 def test_beam_search_through_a_trained_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     """Dates trained by the CLI, validated and tested with beam search; then from its checkpoint:
     beam 1 is exactly greedy, and a beam of 4 never has lower model log-probability than greedy."""

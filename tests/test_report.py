@@ -12,6 +12,8 @@ import pytest
 from attnx.cli import main as cli
 from attnx.track.results import write_results
 
+pytestmark = pytest.mark.e2e  # `attnx report` itself, in-process and in a subprocess
+
 # A length sweep of two mechanisms with two seeds each, plus one run that crashed.
 EXACT = {
     ("fixed_c", 8): (0.80, 0.70),

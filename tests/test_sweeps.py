@@ -13,6 +13,8 @@ import optuna
 import pytest
 from tiny import TINY, TINY_RNN, results, train
 
+pytestmark = pytest.mark.e2e
+
 # A plugin score that leaves "<pid> <torch threads>" in `trace` each time it is built, so the test sees
 # which process ran the run and with how many threads.
 PLUGIN = '''

@@ -154,6 +154,7 @@ def test_text_pairs_tokenizers_and_malformed_lines(tmp_path: Path) -> None:
     assert task.skipped == {str(bad): 2}
 
 
+@pytest.mark.e2e
 def test_text_pairs_trains_and_reports_bleu_chrf(tmp_path: Path) -> None:
     files = [f"task.{key}={value}" for key, value in pairs_files(tmp_path).items()]
     record = completed(tmp_path / "run", "task=text_pairs", *files, *TINY_RUN)
@@ -161,6 +162,7 @@ def test_text_pairs_trains_and_reports_bleu_chrf(tmp_path: Path) -> None:
         assert 0.0 <= record["metrics"][key] <= 1.0
 
 
+@pytest.mark.e2e
 def test_text_classification_trains_and_bad_files_are_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -40,6 +40,7 @@ def test_wandb_mode_is_offline_without_credentials(
     assert wandb_mode(None) == "disabled"
 
 
+@pytest.mark.e2e
 def test_wandb_sweep_makes_one_finished_offline_run_per_job_with_heatmaps(
     no_wandb_account: None, tmp_path: Path
 ) -> None:
@@ -56,6 +57,7 @@ def test_wandb_sweep_makes_one_finished_offline_run_per_job_with_heatmaps(
         assert b"test/exact_match" in log  # test metrics reached this run: it was not finished early
 
 
+@pytest.mark.e2e
 def test_a_logged_in_run_without_network_falls_back_to_offline(
     no_wandb_account: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -66,6 +68,7 @@ def test_a_logged_in_run_without_network_falls_back_to_offline(
     assert len(list((tmp_path / "wandb").glob("offline-run-*/files/media/images/test/attention/*.png"))) == 4
 
 
+@pytest.mark.e2e
 def test_tensorboard_event_files_hold_the_heatmap_figures(tmp_path: Path) -> None:
     train(tmp_path, "logger=tensorboard", "attention=multi_head", *TINY_RNN, *TINY)
     events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={IMAGES: 0}).Reload()
@@ -75,6 +78,7 @@ def test_tensorboard_event_files_hold_the_heatmap_figures(tmp_path: Path) -> Non
     assert image.encoded_image_string.startswith(b"\x89PNG") and image.width > 100
 
 
+@pytest.mark.e2e
 def test_mechanisms_without_weights_train_and_draw_nothing(tmp_path: Path) -> None:
     train(tmp_path, "attention=none,fixed_c", *TINY_RNN, *TINY, sweep=True)
     assert [r["status"] for r in results(tmp_path)] == ["completed", "completed"]
@@ -89,6 +93,7 @@ def _trained(tmp: Path, *overrides: str) -> tuple[Any, Batch]:
     return module, next(iter(task.dataloader("val", batch_size=2)))
 
 
+@pytest.mark.e2e
 def test_pooling_maps_per_head_and_layer_are_labelled_with_the_input_tokens(tmp_path: Path) -> None:
     encoder = [*TINY_SELF_ATTN, "encoder.summary=cls"]
     module, batch = _trained(
@@ -107,6 +112,7 @@ def test_pooling_maps_per_head_and_layer_are_labelled_with_the_input_tokens(tmp_
     torch.testing.assert_close(mean.weights, pooling.weights.mean(0, keepdim=True))
 
 
+@pytest.mark.e2e
 def test_cross_attention_maps_are_the_decoding_weights_one_row_per_emitted_token(tmp_path: Path) -> None:
     module, batch = _trained(tmp_path, "task=reverse", "attention=dot", *TINY_RNN)
     output = module.decode(batch.src, batch.src_len)

@@ -12,6 +12,8 @@ from tiny import TINY, TINY_RNN, TINY_SELF_ATTN, results, train
 
 from attnx.cli import main as cli
 
+pytestmark = pytest.mark.e2e
+
 MECHANISMS = ["none", "fixed_c", "additive", "dot", "multi_head"]
 
 
