@@ -95,6 +95,7 @@ def main(argv: list[str]) -> int:
             print(task.detokenize(words))
     # The weights behind each output token (or the pooling), averaged over heads.
     for attention_map in attention_maps(module, batch, heads="mean", self_attention=False)[0]:
+        print(f"{attention_map.panels[0]}: {attention_map.row_axis} <- {attention_map.col_axis}, top {top_k}")
         for label, row in zip(attention_map.rows, attention_map.weights[0]):
             print(f"  {label:>12} <- {_top(row, attention_map.cols, top_k)}")
     return 0

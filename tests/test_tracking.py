@@ -7,12 +7,14 @@ from typing import Any
 
 import pytest
 import torch
+from matplotlib.figure import Figure
 from tensorboard.backend.event_processing.event_accumulator import IMAGES, EventAccumulator
 from tiny import TINY, TINY_RNN, TINY_SELF_ATTN, results, train
 
 from attnx import registry
 from attnx.predict import load
 from attnx.tasks.base import Batch
+from attnx.track.heatmaps import heatmap
 from attnx.track.loggers import wandb_mode
 from attnx.track.maps import attention_maps
 from attnx.vocab import EOS, Vocab
@@ -85,6 +87,15 @@ def test_mechanisms_without_weights_train_and_draw_nothing(tmp_path: Path) -> No
     assert not list(tmp_path.rglob("*.png"))
 
 
+def panels(figure: Figure) -> list[tuple[str, str]]:
+    """(title, key-axis label) of each heatmap panel; the colour bar, last, must say what it shows."""
+    *heads, colour_bar = figure.axes
+    assert colour_bar.get_ylabel() == "attention weight"
+    # label_outer leaves the key-axis label on the top row only: the panels below share it
+    top = heads[0].get_xlabel()
+    return [(ax.get_title(), ax.get_xlabel() or top) for ax in heads if ax.axison]
+
+
 def _trained(tmp: Path, *overrides: str) -> tuple[Any, Batch]:
     """A module trained for one tiny epoch, loaded back from its checkpoint, and two validation examples."""
     train(tmp, *overrides, *TINY)
@@ -111,6 +122,15 @@ def test_pooling_maps_per_head_and_layer_are_labelled_with_the_input_tokens(tmp_
     (mean,) = attention_maps(module, batch, heads="mean", self_attention=False)[0]
     torch.testing.assert_close(mean.weights, pooling.weights.mean(0, keepdim=True))
 
+    # Each figure reads without a caption: the panel says what it shows, the axes what they are.
+    figure = heatmap(pooling)
+    assert panels(figure) == [(f"multi_head pooling, head {h}", "source (keys)") for h in range(1, 5)]
+    assert figure.get_supylabel() == "learned query (predicted class)"
+    assert panels(heatmap(mean)) == [("multi_head pooling, mean of 4 heads", "source (keys)")]
+    figure = heatmap(last_layer)
+    assert panels(figure) == [(f"self-attention layer 1, head {h}", "source (keys)") for h in (1, 2)]
+    assert figure.get_supylabel() == "source (queries)" and figure.get_suptitle() == "self_attn encoder"
+
 
 @pytest.mark.e2e
 def test_cross_attention_maps_are_the_decoding_weights_one_row_per_emitted_token(tmp_path: Path) -> None:
@@ -122,3 +142,6 @@ def test_cross_attention_maps_are_the_decoding_weights_one_row_per_emitted_token
         emitted = vocab.decode(output[b].tolist()) + (["<eos>"] if EOS in output[b] else [])
         assert cross.rows == emitted and cross.cols == [module.spec["src_itos"][i] for i in batch.src[b, :n]]
         torch.testing.assert_close(cross.weights[0], decoding_weights[b, : len(emitted), :n])
+        figure = heatmap(cross)
+        assert panels(figure) == [("dot cross-attention", "source (keys)")]
+        assert figure.get_supylabel() == "output step (queries)" and figure.get_suptitle() == cross.title

@@ -55,7 +55,9 @@ def test_predict_prints_output_and_attended_tokens(tmp_path: Path, capsys: pytes
     capsys.readouterr()
     assert cli(["predict", f"ckpt={ckpt}", "input=a b c"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert len(out) >= 2 and "<-" in out[1]  # one line per output step with its attended tokens
+    heading, *steps = out[1:]  # after the output itself
+    assert heading == "additive cross-attention: output step (queries) <- source (keys), top 3"
+    assert steps and all("<-" in line for line in steps)  # one line per output step, its attended tokens
 
     # A checkpoint from an older version: the mechanism under another name, a hyperparameter since removed
     checkpoint = torch.load(ckpt, map_location="cpu", weights_only=True)

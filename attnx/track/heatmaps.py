@@ -2,8 +2,9 @@
 
 Every `every_n_epochs` validation epochs and at test end, the callback takes the first
 `num_examples` validation examples, reads their attention maps (`attnx.track.maps`), draws each as
-a heatmap labelled with the real tokens, writes the PNGs into the run folder and sends them to every
-logger that takes images: TensorBoard (`add_figure`) and W&B (`wandb.Image`). Figures are plain
+a heatmap labelled with the real tokens, the axes named and each panel titled with the mechanism,
+layer and head it shows, writes the PNGs into the run folder and sends them to every logger that
+takes images: TensorBoard (`add_figure`) and W&B (`wandb.Image`). Figures are plain
 `matplotlib.figure.Figure`s drawn by the Agg canvas: no pyplot state, no display needed.
 """
 
@@ -25,32 +26,39 @@ from attnx.track.maps import AttentionMap, attention_maps
 
 log = logging.getLogger("attnx")
 CELL_INCHES = 0.22  # one token's row/column: room for a 7-point label
+CHAR_INCHES = 0.055  # one character of a 7-point title
 
 
 def heatmap(attention_map: AttentionMap) -> Figure:
-    """One panel per head: queries down the side, keys along the top (as in Bahdanau et al. 2015).
+    """One panel per head, titled with what it shows ("self-attention layer 2, head 3"): queries down
+    the side, keys along the top (as in Bahdanau et al. 2015), both axes named, one colour scale.
 
     Panels share their axes, so only the outer ones carry token labels: text is most of the cost."""
-    heads, rows, cols = attention_map.weights.shape
+    weights, titles = attention_map.weights, attention_map.panels
+    heads, rows, cols = weights.shape
     ncols = 1 if rows == 1 else min(heads, 4)  # pooling strips stack; square maps go side by side
     nrows = math.ceil(heads / ncols)
-    size = (max(3.0, ncols * CELL_INCHES * cols + 1.5), max(1.6, nrows * (CELL_INCHES * rows + 0.4) + 1.2))
+    width = max(CELL_INCHES * cols, CHAR_INCHES * max(len(t) for t in titles))  # a panel's title fits
+    size = (max(3.0, ncols * width + 2.0), max(1.6, nrows * (CELL_INCHES * rows + 0.6) + 1.2))
     figure = Figure(figsize=size, layout="constrained")
     axes = figure.subplots(nrows, ncols, squeeze=False, sharex="col", sharey="row")
+    vmax = float(weights.max())  # the same scale in every panel, so the one colour bar reads them all
     for head, ax in enumerate(axes.flat):
         if head >= heads:
             ax.axis("off")
             continue
-        image = ax.imshow(attention_map.weights[head].numpy(), cmap="viridis", vmin=0.0, aspect="auto")
+        image = ax.imshow(weights[head].numpy(), cmap="viridis", vmin=0.0, vmax=vmax, aspect="auto")
+        ax.set_title(titles[head], fontsize=7)
         ax.set_xticks(range(cols), attention_map.cols, rotation=90, fontsize=7)
         ax.set_yticks(range(rows), attention_map.rows, fontsize=7)
         ax.tick_params(top=True, labeltop=True, bottom=False, labelbottom=False, length=0)
+        ax.xaxis.set_label_position("top")
+        ax.set_xlabel(attention_map.col_axis, fontsize=7)
         ax.label_outer()
-        if heads > 1 and rows == 1:
-            ax.set_ylabel(f"head {head + 1}", fontsize=7)
-        elif heads > 1:
-            ax.set_title(f"head {head + 1}", fontsize=7)
-    figure.colorbar(image, ax=axes, fraction=0.05, pad=0.02)
+    figure.supylabel(attention_map.row_axis, fontsize=7)  # once: stacked pooling strips are too short
+    bar = figure.colorbar(image, ax=axes, fraction=0.05, pad=0.02)
+    bar.set_label("attention weight", fontsize=7)
+    bar.ax.tick_params(labelsize=7)
     figure.suptitle(attention_map.title, fontsize=8)
     return figure
 
