@@ -72,6 +72,7 @@ def test_no_module_imports_from_a_higher_layer(module: str, path: Path) -> None:
             assert where == home, f"{module} imports {imported}: nn and tasks must not depend on each other"
 
 
+@pytest.mark.e2e
 def test_bottom_layers_load_nothing_above_them_at_run_time() -> None:
     bottom = [m for m in modules() if layer_of(m)[0] <= 1 and not m.endswith("__main__")]  # __main__ runs
     code = (

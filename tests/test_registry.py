@@ -140,6 +140,7 @@ def test_upgrade_makes_a_saved_section_buildable() -> None:
     assert upgrade("score", {"name": "cosine"}) == {"name": "cosine"}  # new arguments take defaults
 
 
+@pytest.mark.e2e
 def test_plugin_module_names_are_the_same_in_every_process(tmp_path: Path) -> None:
     plugin = tmp_path / "same_name.py"
     plugin.write_text("")
