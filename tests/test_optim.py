@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 import torch
+from tiny import TINY_MODEL, TINY_SELF_ATTN, sizes
 
 from attnx import registry
 from attnx.config import compose
@@ -16,29 +17,22 @@ from attnx.lit.optim import warmup_schedule
 from attnx.train import assemble
 
 # A self-attention encoder (LayerNorms) and cosine scores with a learned log τ in the decoder.
-TINY = [
-    "encoder=self_attn",
-    "encoder.d_model=16",
-    "encoder.num_heads=2",
-    "encoder.num_layers=1",
-    "encoder.ff_dim=16",
+NORMS_AND_TAU = [
+    *TINY_SELF_ATTN,
     "attention=dot",
     "score=cosine",
     "score.learn_temperature=true",
-    "model.embed_dim=8",
-    "model.hidden_dim=16",
-    "task.train_size=16",
-    "task.val_size=8",
-    "task.test_size=8",
+    *TINY_MODEL,
+    *sizes(train=16, val=8, test=8),
     "paths.output_dir=unused",
 ]
 
 
 def configured(*overrides: str, total_steps: int = 100) -> tuple[Any, Any]:
-    """(optimizer, scheduler) from configure_optimizers for `attnx train <TINY> <overrides>`, outside a
-    Trainer as benchmarks/common.py calls it."""
+    """(optimizer, scheduler) from configure_optimizers for `attnx train <NORMS_AND_TAU> <overrides>`,
+    outside a Trainer as benchmarks/common.py calls it."""
     registry.load_all()
-    _, module, _ = assemble(compose([*TINY, *overrides]))
+    _, module, _ = assemble(compose([*NORMS_AND_TAU, *overrides]))
     module.trainer = SimpleNamespace(estimated_stepping_batches=total_steps)
     config = module.configure_optimizers()
     return config["optimizer"], config["lr_scheduler"]["scheduler"]

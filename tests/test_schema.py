@@ -11,6 +11,8 @@ import pytest
 
 from attnx.cli import main as cli
 
+pytestmark = pytest.mark.e2e  # the real CLI, and a fresh interpreter
+
 
 @pytest.mark.parametrize(
     ("override", "expected"),
