@@ -171,7 +171,7 @@ class Registry:
             return self._renamed[name]
         name = self._aliases.get(name, name)
         if name not in self._entries:
-            raise RegistryError(unknown_message(self.kind, name, self.names()))
+            raise RegistryError(unknown_message(self.kind, name, self.names(), self._aliases))
         return name
 
     def entry(self, name: str) -> Entry:
@@ -184,8 +184,9 @@ class Registry:
         return name in self._entries or self._target(name) is not None
 
 
-def unknown_message(kind: str, name: str, names: list[str]) -> str:
-    close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+def unknown_message(kind: str, name: str, names: list[str], aliases: Iterable[str] = ()) -> str:
+    """ "unknown score 'x'; did you mean 'y'? available: ...", the closest of names and aliases."""
+    close = difflib.get_close_matches(name, [*names, *aliases], n=1, cutoff=0.5)
     hint = f"; did you mean '{close[0]}'?" if close else ""
     return f"unknown {kind} '{name}'{hint} available: {', '.join(names) or '(none)'}"
 

@@ -110,6 +110,8 @@ def test_aliases_resolve_to_the_registered_name_everywhere(tmp_path: Path) -> No
     assert registry("attention").get("bahdanau") is registry("attention").get("additive")
     assert registry("attention").aliases("dot") == ["luong"]
     assert "luong" in registry("attention") and "luong" not in available("attention")
+    with pytest.raises(RegistryError, match="did you mean 'bahdanau'"):
+        get("attention", "bahdanou")
     with initialize_config_dir(version_base=None, config_dir=str(tmp_path)):
         (tmp_path / "train.yaml").write_text("defaults:\n  - attention: null\n  - _self_\n")
         assert compose("train", overrides=["attention=luong"]).attention.name == "dot"
