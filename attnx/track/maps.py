@@ -141,10 +141,10 @@ def _self_attention(
     T' = T + 1 when a CLS token leads the sequence)."""
     recorded = encoder.attention_weights
     chosen = range(len(recorded)) if layers is None else [i % len(recorded) for i in layers]
-    encoder, score = spec["encoder"]["name"], spec["encoder"].get("score")
-    default = registry.registry("encoder").entry(encoder).hyperparams().get("score")
+    name, score = spec["encoder"]["name"], spec["encoder"].get("score")
+    default = registry.registry("encoder").entry(name).hyperparams().get("score")
     names = {i: _named(f"self-attention layer {i + 1}", score, default) for i in chosen}
-    title, rows = f"{encoder} encoder", "source (queries)"
+    title, rows = f"{name} encoder", "source (queries)"
     maps: list[list[AttentionMap]] = []
     for b, source in enumerate(_sources(spec, batch)):
         example = []
@@ -159,7 +159,7 @@ def _self_attention(
 
 
 def _heads(attention_map: AttentionMap, heads: str) -> AttentionMap:
-    weights = attention_map.weights
+    weights, averaged = attention_map.weights, 1
     if heads == "mean":
-        attention_map = replace(attention_map, weights=weights.mean(0, keepdim=True), averaged=len(weights))
-    return replace(attention_map, weights=attention_map.weights.float().cpu())
+        weights, averaged = weights.mean(0, keepdim=True), len(weights)
+    return replace(attention_map, weights=weights.float().cpu(), averaged=averaged)
