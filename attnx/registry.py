@@ -10,8 +10,8 @@ timm's `register_model_deprecations`), so configs, results.json files and checkp
 still load. `upgrade` makes a config section saved by an older version buildable today.
 
 Plugins are plain Python files or packages that call the `register_*` decorators. They are found
-in `./plugins`, in every folder of `ATTNX_PLUGIN_PATH` and in installed packages' `attnx.plugins`
-entry points (see `load_all`).
+in every folder of `ATTNX_PLUGIN_PATH`, in `./plugins` when it is trusted (`plugin_dirs`), and in
+installed packages' `attnx.plugins` entry points (see `load_all`).
 """
 
 from __future__ import annotations
@@ -310,13 +310,30 @@ def _store(kind: str, name: str, node: type) -> None:
 _loaded_builtins = False
 _loaded_paths: set[Path] = set()
 _loaded_dists: set[str] = set()
+_skipped: set[Path] = set()  # untrusted ./plugins folders already reported
 
 
 def plugin_dirs() -> list[Path]:
-    """`./plugins` then each folder of ATTNX_PLUGIN_PATH, in that order."""
-    dirs = [Path.cwd() / "plugins"]
-    dirs += [Path(p) for p in os.environ.get("ATTNX_PLUGIN_PATH", "").split(os.pathsep) if p]
-    return [d.resolve() for d in dirs if d.is_dir()]
+    """`./plugins` when trusted, then each folder of ATTNX_PLUGIN_PATH.
+
+    `./plugins` is code in whatever folder a command starts in, so it is imported only when it is
+    attnx's own checkout's folder or ATTNX_PLUGIN_PATH names it (`ATTNX_PLUGIN_PATH=plugins`). Otherwise
+    one line on stderr says it was skipped and how to enable it.
+    """
+    listed = [Path(p).resolve() for p in os.environ.get("ATTNX_PLUGIN_PATH", "").split(os.pathsep) if p]
+    local = (Path.cwd() / "plugins").resolve()
+    dirs = listed
+    if local.is_dir() and local not in listed:
+        if local == Path(__file__).resolve().parents[1] / "plugins":
+            dirs = [local, *listed]
+        elif local not in _skipped:
+            _skipped.add(local)
+            print(
+                f"attnx: not importing {local} (code in the launch folder runs only when trusted); "
+                "to use it: ATTNX_PLUGIN_PATH=plugins",
+                file=sys.stderr,
+            )
+    return [d for d in dict.fromkeys(dirs) if d.is_dir()]
 
 
 def load_file(path: Path) -> None:

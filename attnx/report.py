@@ -2,7 +2,8 @@
 
 A row is one configuration: the values that differ between the runs (task, encoder, attention,
 score and every other swept key, read from each run's overrides). Runs that differ only by `seed`
-share a row with their metrics as mean ± std. Failed and unfinished runs are listed apart, with their
+share a row with their metrics as mean ± std. Runs that did not complete are listed apart, with their
+status (failed, interrupted, running, or stale: recorded as running but no live process holds it) and
 error. Writes report.md, report.csv and one `<metric>_vs_<key>.png` per swept numeric key (a line per
 configuration of the other columns: exact match vs length per mechanism for a length sweep), and
 prints the table. Light on purpose: reads JSON, draws with matplotlib, never imports torch.
@@ -17,12 +18,13 @@ import json
 import re
 import statistics
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from attnx.table import markdown_table
-from attnx.track.results import find_results, read_results
+from attnx.track.results import find_results, read_results, status
 
 CHOICES = ("task", "encoder", "attention", "score")  # resolved choices: a default score has a name here
 NOT_SWEPT = ("seed", "resume", "ckpt_path")  # seed is averaged over; the others do not change a result
@@ -64,6 +66,10 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
 
     runs = load(args.dirs)
+    for run in runs:  # `running` whose process is gone (kill -9, a lost node) is `stale`
+        run["status"] = status(run, run["_path"])
+        if run["status"] == "stale":
+            run["error"] = f"pid {run.get('pid')} on {run.get('host')} ended without a record (killed?)"
     if not runs:
         print(f"attnx report: no results.json under {', '.join(map(str, args.dirs))}", file=sys.stderr)
         return 1
@@ -90,9 +96,9 @@ def main(argv: list[str]) -> int:
     (out / "report.md").write_text(markdown_report(runs, columns, metrics, rows, table, failed, plots))
     print(table)
     if failed:
-        print(f"\nfailed or unfinished runs:\n{failed}")
+        print(f"\nruns that did not complete:\n{failed}")
     written = ", ".join(map(str, [out / "report.md", out / "report.csv", *plots]))
-    print(f"\n{len(done)}/{len(runs)} runs completed; wrote {written}")
+    print(f"\n{outcome(runs)}; wrote {written}")
     return 0
 
 
@@ -185,6 +191,14 @@ def failed_table(columns: list[str], runs: list[dict[str, Any]]) -> str:
     return markdown_table([*columns, "status", "error", "folder"], body)
 
 
+def outcome(runs: list[dict[str, Any]]) -> str:
+    """`4/7 runs completed; 1 failed, 1 interrupted, 1 stale`."""
+    done = sum(r["status"] == "completed" for r in runs)
+    others = Counter(r["status"] for r in runs if r["status"] != "completed")
+    rest = ", ".join(f"{n} {state}" for state, n in sorted(others.items()))
+    return f"{done}/{len(runs)} runs completed" + (f"; {rest}" if rest else "")
+
+
 def markdown_report(
     runs: list[dict[str, Any]],
     columns: list[str],
@@ -194,10 +208,9 @@ def markdown_report(
     failed: str,
     plots: list[Path],
 ) -> str:
-    done = [r for r in runs if r.get("status") == "completed"]
     common = {k: v for k, v in overrides(runs[0]).items() if k not in columns and k not in NOT_SWEPT}
     common = {k: v for k, v in common.items() if all(overrides(r).get(k) == v for r in runs)}
-    lines = ["# attnx report", "", f"{len(done)} of {len(runs)} runs completed."]
+    lines = ["# attnx report", "", f"{outcome(runs)}."]
     if common:
         lines.append(
             "Common to every run: " + ", ".join(f"`{k}={_text(v)}`" for k, v in common.items()) + "."
@@ -213,7 +226,7 @@ def markdown_report(
             )
             lines.append(f"- best {metric}: {best:.4f} ({where})")
     if failed:
-        lines += ["", "## Failed or unfinished runs", "", failed]
+        lines += ["", "## Runs that did not complete", "", failed]
     lines += [""] + [f"![{p.stem}]({p.name})" for p in plots]
     return "\n".join(lines) + "\n"
 

@@ -1,5 +1,10 @@
 """`attnx train`: Hydra composes the config, Lightning fits and tests, every run writes results.json.
 
+A run holds its folder's lock (attnx.track.lock) from start to end, records `running` before it
+trains, and ends `completed`, `failed` or `interrupted` (SIGTERM/SIGINT: a checkpoint is saved and
+the exit code is 143/130). Exit codes: 0 success; 1 a run failed (in a sweep: after every run has
+ended); 2 bad input, checked before training; 128+N a signal N.
+
 Plugins are discovered in `main` before Hydra composes anything, and again by `train` in every job:
 launchers that run jobs in other processes (joblib's loky workers, submitit) call the task function
 there, so a plugin's classes are registered in the process that builds its model.
@@ -10,6 +15,8 @@ from __future__ import annotations
 import logging
 import math
 import os
+import signal
+import socket
 import sys
 import time
 import traceback
@@ -26,9 +33,15 @@ from omegaconf.errors import OmegaConfBaseException
 from attnx import registry
 from attnx.config import CONF_DIR, ConfigError, check_overrides, one_line, search_path_override, validate
 from attnx.models.build import resolve_score_name
+from attnx.track import sweep
+from attnx.track.lock import RunFolderBusy, RunLock
 from attnx.track.results import completed, write_results
+from attnx.track.signals import Interrupted, Signals
 
 log = logging.getLogger("attnx")
+
+
+HELP = ("-h", "--help", "--hydra-help")
 
 
 class UserError(BaseException):
@@ -36,22 +49,35 @@ class UserError(BaseException):
     line and exits 2. A BaseException, so Hydra's job runner passes it up instead of reporting it."""
 
 
+class RunFailed(BaseException):
+    """A single run that failed for a reason outside the code (a full disk, a non-finite loss): one
+    line and exit 1 instead of a traceback. Its results.json says the same."""
+
+
 def main(argv: list[str]) -> int:
     try:
-        registry.load_all()
-        check_overrides(argv)
+        if not any(flag in argv for flag in HELP):  # help imports no plugin code
+            registry.load_all()
+            check_overrides(argv)
     except (ConfigError, registry.RegistryError, registry.PluginImportError) as error:
         print(f"attnx train: {error}", file=sys.stderr)
         return 2
+    os.environ[sweep.PARENT] = str(os.getpid())  # a launcher's workers watch this process
     saved, sys.argv = sys.argv, ["attnx train", *search_path_override(), *argv]  # @hydra.main reads sys.argv
     try:
         _hydra_main()
     except UserError as error:
         print(f"attnx train: {error}", file=sys.stderr)
         return 2
+    except RunFailed as error:
+        print(f"attnx train: {error}", file=sys.stderr)
+        return 1
+    except Interrupted as error:
+        print(f"attnx train: {error}", file=sys.stderr)
+        return error.exit_code
     finally:
         sys.argv = saved
-    return 0
+    return 1 if sweep.take_failed() else 0
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")
@@ -63,14 +89,44 @@ def train(cfg: DictConfig) -> float | None:
     """Run one job; returns `cfg.optimized_metric` for sweepers. Never loses a sweep's other runs:
     in a multirun a failure is recorded in results.json and the sweep goes on."""
     registry.load_all()  # a launcher's worker process arrives here without having run `main`
+    sweep.watch_parent()
     # Lightning logs through its own handler; propagating too would print every line twice.
     logging.getLogger("lightning.pytorch").propagate = False
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 on torch 2.13, not ours
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     output_dir = Path(cfg.paths.output_dir)
+    lock = RunLock(output_dir)
+    try:
+        lock.acquire()
+    except RunFolderBusy as error:  # the holder's files are left alone: no record, no config written
+        if multirun:
+            log.error("%s", error)
+            return math.nan
+        raise UserError(str(error)) from None
+    try:
+        if lock.stale:
+            log.warning(
+                "took over %s's lock from pid %s (%s), which is no longer running",
+                output_dir,
+                lock.stale.get("pid"),
+                lock.stale.get("host"),
+            )
+        _save_config(cfg, hc, output_dir)
+        with Signals() as signals:
+            sweep.running(True)
+            return _run(cfg, hc, output_dir, multirun, signals)
+    finally:
+        sweep.running(False)
+        lock.release()
+
+
+def _run(cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, signals: Signals) -> float | None:
     record: dict[str, Any] = {
         "status": "running",
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "overrides": list(hc.overrides.task),
         # registered names, not aliases as typed: `attention=bahdanau` is recorded as additive
         "choices": {k: (cfg.get(k) or {}).get("name") for k in ("task", "encoder", "attention", "score")},
@@ -81,29 +137,41 @@ def train(cfg: DictConfig) -> float | None:
     if done and _same_run(done["overrides"], record["overrides"]):
         log.info("resume=auto: %s already completed with these overrides, skipping", output_dir)
         return done["metrics"].get(cfg.optimized_metric)
+    trainer = None
     try:
-        task, module, trainer = assemble(cfg)
-        record["choices"]["score"] = resolve_score_name(cfg.attention.name, _plain(cfg.get("score")))
-        record["model_type"] = task.model_type
-    except (ConfigError, ValueError, registry.RegistryError, OmegaConfBaseException) as error:
-        return _fail(record, output_dir, error, multirun, user_error=True)
-    except Exception as error:  # e.g. a plugin's constructor or the Trainer refusing its arguments
-        return _fail(record, output_dir, error, multirun, user_error=False)
-    try:
+        write_results(output_dir, record)
+        try:
+            task, module, trainer = assemble(cfg, signals)
+            record["choices"]["score"] = resolve_score_name(cfg.attention.name, _plain(cfg.get("score")))
+            record["model_type"] = task.model_type
+        except (ConfigError, ValueError, registry.RegistryError, OmegaConfBaseException) as error:
+            return _fail(record, output_dir, error, multirun, user_error=True)
         return _fit(cfg, task, module, trainer, record, output_dir)
+    except Interrupted as error:
+        _interrupted(record, output_dir, error.signum, trainer)
+        raise
     except Exception as error:  # a crashed run is recorded, never silently lost
         return _fail(record, output_dir, error, multirun, user_error=False)
     finally:
-        from attnx.track.loggers import finish_logging
+        if trainer is not None:
+            from attnx.track.loggers import finish_logging
 
-        finish_logging(trainer.loggers, completed=record["status"] == "completed")
+            finish_logging(trainer.loggers, completed=record["status"] == "completed")
 
 
-def assemble(cfg: DictConfig) -> tuple[Any, Any, Any]:
-    """(task, LightningModule, Trainer) for a composed config, seeded; the task's data is built."""
+def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any, Any]:
+    """(task, LightningModule, Trainer) for a composed config, seeded; the task's data is built.
+    With `signals`, SIGTERM/SIGINT stop the Trainer at a batch end and save last.ckpt."""
     import torch
 
+    from attnx.lit import checkpoints
+
     validate(cfg)
+    if cfg.ckpt_path is not None:
+        try:
+            checkpoints.load(cfg.ckpt_path)
+        except checkpoints.CheckpointError as error:
+            raise ConfigError(f"ckpt_path={cfg.ckpt_path}: {error.reason}") from None
     torch.set_num_threads(cfg.threads)
 
     import lightning.pytorch as pl
@@ -128,15 +196,26 @@ def assemble(cfg: DictConfig) -> tuple[Any, Any, Any]:
         "classes": list(task.classes) if task.model_type == "classification" else None,
     }
     module = lit_module(spec)
-    trainer = _trainer(cfg)
+    trainer = _trainer(cfg, signals)
     return task, module, trainer
 
 
-def _trainer(cfg: DictConfig) -> Any:
+def _trainer(cfg: DictConfig, signals: Signals | None) -> Any:
+    """The Trainer: the configured callbacks and loggers, plus attnx's checkpoint I/O (atomic writes,
+    checksums, safe loading) and interruption handling."""
     from hydra.utils import instantiate
     from lightning.pytorch.callbacks import RichProgressBar
+    from lightning.pytorch.plugins.environments import SLURMEnvironment
+
+    from attnx.lit.checkpoints import VerifiedCheckpointIO
+    from attnx.lit.interrupt import SaveOnInterrupt
 
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
+    if signals is not None:
+        callbacks.append(SaveOnInterrupt(signals, checkpoint_dir(cfg)))
+    plugins: list[Any] = [VerifiedCheckpointIO()]
+    if SLURMEnvironment.detect():  # submitit owns SLURM's requeue signal, not Lightning (signals.py)
+        plugins.append(SLURMEnvironment(auto_requeue=False))
     loggers = [instantiate(lg) for lg in (cfg.get("logger") or {}).values() if lg is not None]
     progress = cfg.trainer.enable_progress_bar
     if progress is None:
@@ -144,32 +223,50 @@ def _trainer(cfg: DictConfig) -> Any:
     if progress:
         callbacks.append(RichProgressBar())
     return instantiate(
-        cfg.trainer, callbacks=callbacks, logger=loggers or False, enable_progress_bar=progress
+        cfg.trainer,
+        callbacks=callbacks,
+        logger=loggers or False,
+        enable_progress_bar=progress,
+        plugins=plugins,
     )
+
+
+def checkpoint_dir(cfg: DictConfig) -> Path:
+    """The run's checkpoint folder: the ModelCheckpoint callback's, `<run>/checkpoints` by default."""
+    configured = OmegaConf.select(cfg, "callbacks.model_checkpoint.dirpath", default=None)
+    return Path(configured or Path(cfg.paths.output_dir) / "checkpoints")
 
 
 def _fit(
     cfg: DictConfig, task: Any, module: Any, trainer: Any, record: dict[str, Any], output_dir: Path
 ) -> Any:
+    from attnx.lit.checkpoints import check_writable, newest_good
     from attnx.lit.datamodule import TaskDataModule
     from attnx.track.loggers import start_logging
 
     data = TaskDataModule(task)
+    folder = checkpoint_dir(cfg)
+    check_writable(folder)
     ckpt_path = cfg.ckpt_path
-    last = output_dir / "checkpoints" / "last.ckpt"
-    if ckpt_path is None and cfg.resume == "auto" and last.exists():
-        ckpt_path = str(last)
-    record["resumed_from"] = ckpt_path
+    if ckpt_path is None and cfg.resume == "auto":
+        ckpt_path, skipped = newest_good(folder)
+        if skipped:
+            record["resume_skipped"] = skipped
+            then = f"resuming from {ckpt_path}" if ckpt_path else "no good checkpoint left: starting afresh"
+            log.warning("resume=auto: skipped %s; %s", "; ".join(skipped), then)
+    record["resumed_from"] = str(ckpt_path) if ckpt_path else None
+    write_results(output_dir, record)
     start_logging(trainer.loggers, record["config"], tags=record["choices"].values())
     started = time.perf_counter()
-    trainer.fit(module, datamodule=data, ckpt_path=ckpt_path)
+    # weights_only=True, explicitly: TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD cannot then turn pickle execution on
+    trainer.fit(module, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
     record["wall_seconds"] = time.perf_counter() - started
     best = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
     metrics: dict[str, float] = {}
-    for result in trainer.validate(module, datamodule=data, ckpt_path=best, verbose=False):
+    for result in trainer.validate(module, datamodule=data, ckpt_path=best, verbose=False, weights_only=True):
         metrics.update(result)
     if cfg.test:
-        for result in trainer.test(module, datamodule=data, ckpt_path=best, verbose=False):
+        for result in trainer.test(module, datamodule=data, ckpt_path=best, verbose=False, weights_only=True):
             metrics.update(result)
     record.update(
         status="completed",
@@ -193,13 +290,34 @@ def _fit(
     return record["metrics"].get(cfg.optimized_metric)
 
 
+def _interrupted(record: dict[str, Any], output_dir: Path, signum: int, trainer: Any) -> None:
+    """Record a run stopped by a signal, with the checkpoint it saved and how far it got."""
+    saved = None
+    if trainer is not None:
+        saved = next((c.saved for c in trainer.callbacks if hasattr(c, "saved")), None)
+        record.update(epochs=trainer.current_epoch, steps=trainer.global_step)
+    name = signal.Signals(signum).name
+    record.update(status="interrupted", error=f"interrupted by {name}", checkpoint=saved)
+    _write_last(output_dir, record)
+
+
+def _save_config(cfg: DictConfig, hc: Any, output_dir: Path) -> None:
+    """`.hydra/`: what Hydra saves before a job, saved here once the run holds its folder's lock
+    (conf/hydra/default.yaml sets `output_subdir: null`), so a second run in the folder overwrites nothing."""
+    folder = output_dir / ".hydra"
+    folder.mkdir(parents=True, exist_ok=True)
+    OmegaConf.save(cfg, folder / "config.yaml")
+    OmegaConf.save(OmegaConf.create({"hydra": hc}), folder / "hydra.yaml")
+    OmegaConf.save(hc.overrides.task, folder / "overrides.yaml")
+
+
 def _fail(
     record: dict[str, Any], output_dir: Path, error: BaseException, multirun: bool, user_error: bool
 ) -> float:
     record.update(
         status="failed", error=f"{type(error).__name__}: {one_line(error)}", traceback=traceback.format_exc()
     )
-    write_results(output_dir, record)
+    _write_last(output_dir, record)
     if os.environ.get("HYDRA_FULL_ERROR") == "1" and not multirun:
         raise error
     if multirun:
@@ -209,7 +327,19 @@ def _fail(
         return math.nan
     if user_error:
         raise UserError(str(error)) from error
+    from attnx.lit.module import NonFiniteLoss
+
+    if isinstance(error, (OSError, NonFiniteLoss)):  # the machine or the numbers, not a bug: no traceback
+        raise RunFailed(f"run failed: {one_line(error)} (recorded in {output_dir}/results.json)") from error
     raise error
+
+
+def _write_last(output_dir: Path, record: dict[str, Any]) -> None:
+    """The final record, even when the disk that failed the run fails this write too: then say so."""
+    try:
+        write_results(output_dir, record)
+    except OSError as error:
+        log.error("could not record %s's end (%s) in results.json: %s", output_dir, record["status"], error)
 
 
 def _print_summary(record: dict[str, Any]) -> None:

@@ -15,6 +15,10 @@ from attnx.lit.optim import param_groups
 from attnx.models.build import build_model
 
 
+class NonFiniteLoss(ArithmeticError):
+    """The training loss became NaN or infinite; the run stops before that step's update."""
+
+
 class AttnxModule(pl.LightningModule):
     """Builds the model from plain config sections and owns the optimiser.
 
@@ -81,6 +85,11 @@ class AttnxModule(pl.LightningModule):
             return
         if (self.global_step + 1) % trainer.log_every_n_steps == 0 or trainer.should_stop:
             self.log(name, value, prog_bar=True, batch_size=batch_size)
+
+    def on_before_backward(self, loss: torch.Tensor) -> None:
+        # before backward, so the weights and last.ckpt never take a non-finite update
+        if not bool(torch.isfinite(loss)):
+            raise NonFiniteLoss(f"non-finite loss at step {self.global_step}")
 
     def count_train_batch(self, batch_size: int) -> None:
         self.train_samples += batch_size

@@ -1,4 +1,11 @@
-"""results.json: the one record every run leaves, read back by `attnx report` and sweep resumption."""
+"""results.json: the one record every run leaves, from its first second to its end.
+
+A run writes `status: running` (with its pid, host and start time) before training, then ends as
+`completed`, `failed` (with the error) or `interrupted` (by a signal, with the checkpoint it saved).
+A `running` record whose run folder's lock nobody holds is a run that died without a word (kill -9,
+a node lost): `status()` calls it `stale`, so `attnx report` and sweep summaries never count it
+as live, and never miss it.
+"""
 
 from __future__ import annotations
 
@@ -7,21 +14,48 @@ import os
 from pathlib import Path
 from typing import Any
 
+from attnx.track.lock import held
+
 RESULTS = "results.json"
 
 
+def write_atomically(path: Path, data: bytes) -> None:
+    """`data` under `path`, whole or not at all: a temporary file, fsync, then rename. A failed write
+    (a full disk) leaves neither a partial file under `path` nor the temporary one."""
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
 def write_results(output_dir: str | Path, record: dict[str, Any]) -> Path:
-    """Write atomically, so a crash mid-write never leaves a half file for `attnx report` to trip on."""
     path = Path(output_dir) / RESULTS
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(record, indent=2, sort_keys=False, default=str) + "\n")
-    os.replace(tmp, path)
+    write_atomically(path, (json.dumps(record, indent=2, sort_keys=False, default=str) + "\n").encode())
     return path
 
 
 def read_results(path: str | Path) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
+    """A results.json's record; ValueError naming the file when it is not a JSON object."""
+    try:
+        record = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ValueError(f"{path}: unreadable ({error})") from error
+    if not isinstance(record, dict):
+        raise ValueError(f"{path}: not a results record (a JSON {type(record).__name__}, expected an object)")
+    return record
+
+
+def status(record: dict[str, Any], folder: str | Path) -> str:
+    """The record's status, with `running` made `stale` when no live process holds the run's lock."""
+    state = str(record.get("status"))
+    return "stale" if state == "running" and not held(folder) else state
 
 
 def completed(output_dir: str | Path) -> dict[str, Any] | None:
@@ -31,7 +65,7 @@ def completed(output_dir: str | Path) -> dict[str, Any] | None:
         return None
     try:
         record = read_results(path)
-    except json.JSONDecodeError:
+    except ValueError:
         return None
     return record if record.get("status") == "completed" else None
 

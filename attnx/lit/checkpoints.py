@@ -1,0 +1,133 @@
+"""Checkpoints you can trust: written whole or not at all, checked before they are loaded.
+
+`VerifiedCheckpointIO` is the Trainer's checkpoint plugin (Lightning's `CheckpointIO`), so every
+checkpoint Lightning writes (best, last, on interruption) and reads (resume, validate/test on the best)
+goes through it:
+
+- a checkpoint is serialised in memory, written to `NAME.tmp`, flushed to disk and renamed over `NAME`:
+  a crash or a full disk never leaves a partial file under a checkpoint's name;
+- its SHA-256 is written next to it (`NAME.sha256`), and a load whose bytes do not match is refused:
+  torch's zip reader does not check CRCs, so flipped bytes in the middle of a file would otherwise load;
+- it is read with `weights_only=True` always, passed explicitly, so `TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`
+  cannot turn on pickle execution;
+- weights and optimiser state must be finite.
+
+`newest_good` picks the checkpoint that `resume=auto` continues from, skipping broken ones.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import pickle
+import re
+from pathlib import Path
+from typing import Any
+
+import torch
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+
+from attnx.track.results import write_atomically
+
+CHECKSUM = ".sha256"
+
+
+class CheckpointError(ValueError):
+    """A checkpoint that cannot be trusted; the message names the file and the reason."""
+
+    def __init__(self, path: Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path, self.reason = path, reason
+
+
+class CheckpointWriteError(OSError):
+    """A checkpoint that could not be written (disk full, read-only folder); nothing partial is left."""
+
+
+class VerifiedCheckpointIO(TorchCheckpointIO):
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
+        buffer = io.BytesIO()
+        torch.save(checkpoint, buffer)
+        data = buffer.getvalue()
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, data)
+            write_atomically(_checksum_path(path), (hashlib.sha256(data).hexdigest() + "\n").encode())
+        except OSError as error:
+            reason = error.strerror or error
+            raise CheckpointWriteError(f"could not write checkpoint {path}: {reason}") from None
+
+    def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: Any = None) -> dict:
+        return load(path)  # always weights_only=True, whatever the caller asks
+
+    def remove_checkpoint(self, path: Any) -> None:
+        for file in (Path(path), _checksum_path(Path(path))):
+            file.unlink(missing_ok=True)
+
+
+def check_writable(folder: Path) -> None:
+    """Fail now, not after the first epoch, when checkpoints cannot be written into `folder`."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise CheckpointWriteError(
+            f"checkpoint folder {folder} is not writable: {error.strerror or error}"
+        ) from None
+
+
+def load(path: str | Path) -> dict[str, Any]:
+    """A verified checkpoint's contents (on the CPU), or a CheckpointError saying what is wrong."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(path, "a folder, not a file" if path.is_dir() else "no such file")
+    data = path.read_bytes()
+    expected = _checksum_path(path)
+    if expected.is_file() and hashlib.sha256(data).hexdigest() != expected.read_text().strip():
+        raise CheckpointError(path, "checksum mismatch, the file is corrupt")
+    if not data.startswith(b"PK\x03\x04"):  # torch.save's zip archive
+        raise CheckpointError(path, "not a torch checkpoint (no zip archive)" if data else "an empty file")
+    try:
+        checkpoint = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        found = re.search(r"GLOBAL (\S+)", str(error))
+        code = f": {found.group(1)}" if found else ""
+        raise CheckpointError(path, f"refused, it holds code that loading would run{code}") from None
+    except Exception as error:  # torch raises RuntimeError, OSError, EOFError... for a damaged archive
+        raise CheckpointError(path, f"a damaged or truncated archive ({type(error).__name__})") from None
+    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+        raise CheckpointError(path, "not a Lightning checkpoint (no state_dict)")
+    for where, key in (("weights", "state_dict"), ("optimizer state", "optimizer_states")):
+        if not _finite(checkpoint.get(key)):
+            raise CheckpointError(path, f"non-finite values in its {where}")
+    return checkpoint
+
+
+def newest_good(folder: Path) -> tuple[Path | None, list[str]]:
+    """The newest checkpoint in `folder` that loads and verifies, and one line per newer one that did not."""
+    candidates = sorted(folder.glob("*.ckpt"), key=lambda p: (p.stat().st_mtime, p.name == "last.ckpt"))
+    rejected = []
+    for path in reversed(candidates):
+        try:
+            load(path)
+        except CheckpointError as error:
+            rejected.append(str(error))
+            continue
+        return path, rejected
+    return None, rejected
+
+
+def _finite(tree: Any) -> bool:
+    if isinstance(tree, torch.Tensor):
+        return not tree.is_floating_point() or bool(torch.isfinite(tree).all())
+    if isinstance(tree, dict):
+        tree = list(tree.values())
+    return all(_finite(v) for v in tree) if isinstance(tree, (list, tuple)) else True
+
+
+def _checksum_path(path: Path) -> Path:
+    return path.with_name(path.name + CHECKSUM)
