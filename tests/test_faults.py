@@ -1,0 +1,299 @@
+"""Faults as clusters and users cause them: signals, kill -9, corrupt files, full disks, two runs in one
+folder, untrusted code. One test per fault; each reproduces it for real and checks what attnx now does.
+
+Runs that must be signalled or killed are real processes: forked from this one (`launch`), so they run
+`attnx.cli.main` without paying Lightning's import again, and a launcher's workers are spawned afresh.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+import torch
+from tiny import TINY, TINY_MODEL, TINY_RNN, completed, results, sizes, train
+
+from attnx.cli import main as cli
+
+pytestmark = pytest.mark.e2e
+LONG = [*TINY_RNN, *TINY_MODEL, *sizes(train=1000), "trainer.max_epochs=50", "optim.scheduler.warmup_steps=0"]
+
+
+def launch(args: list[str], before: Callable[[], None] | None = None) -> multiprocessing.Process:
+    """`attnx <args>` in a forked child; its exitcode is the CLI's (or -N when killed by signal N)."""
+    process = multiprocessing.get_context("fork").Process(target=_child, args=(args, before), daemon=False)
+    process.start()
+    return process
+
+
+def _child(args: list[str], before: Callable[[], None] | None) -> None:
+    if before is not None:
+        before()
+    code = 1
+    try:
+        code = cli(args)
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def wait_for(condition: Callable[[], object], seconds: float = 60, what: str = "") -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        time.sleep(0.1)
+
+
+def record(folder: Path) -> dict:
+    path = folder / "results.json"
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def one_line(err: str) -> str:
+    lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith("[")]  # [..] = log lines
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+def test_sigterm_and_sigint_save_a_checkpoint_record_interrupted_and_resume_completes(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    args = ["train", *LONG, "trainer.max_epochs=3", f"hydra.run.dir={run}"]
+    first = launch(args)
+    wait_for((run / "checkpoints" / "last.ckpt").exists, what="the first epoch's checkpoint")
+    os.kill(first.pid, signal.SIGTERM)
+    first.join(60)
+    assert first.exitcode == 143
+    stopped = record(run)
+    assert stopped["status"] == "interrupted" and stopped["error"] == "interrupted by SIGTERM"
+    saved = torch.load(stopped["checkpoint"], weights_only=True)
+    assert saved["global_step"] == stopped["steps"] > 0  # the checkpoint is the moment it stopped
+
+    second = launch([*args, "resume=auto"])
+    wait_for(lambda: record(run).get("pid") == second.pid, what="the resumed run's record")
+    os.kill(second.pid, signal.SIGINT)
+    second.join(60)
+    assert second.exitcode == 130
+    assert record(run)["status"] == "interrupted" and record(run)["error"] == "interrupted by SIGINT"
+
+    done = completed(run, *LONG, "trainer.max_epochs=3", "resume=auto")
+    assert done["resumed_from"].endswith("last.ckpt")
+    assert done["steps"] == 3 * 63  # an uninterrupted run's: 3 epochs of ceil(1000 / 16) batches
+
+
+def test_a_second_run_in_a_busy_folder_is_refused_and_a_killed_run_is_listed_as_stale(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    run = tmp_path / "run"
+    holder = launch(["train", *LONG, f"hydra.run.dir={run}"])
+    wait_for(lambda: record(run).get("status") == "running", what="the first run's record")
+    assert train(run, *TINY, "attention=dot") == 2
+    assert f"is in use by pid {holder.pid}" in one_line(capsys.readouterr().err)
+    assert record(run)["pid"] == holder.pid  # nothing of the holder's was overwritten
+    assert "attention=dot" not in (run / ".hydra" / "overrides.yaml").read_text()
+
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.join(30)
+    assert cli(["report", str(run)]) == 0
+    out = capsys.readouterr().out
+    assert "0/1 runs completed; 1 stale" in out and f"pid {holder.pid}" in out
+
+    done = completed(run, *TINY, "resume=auto")
+    assert done["pid"] == os.getpid()
+    assert f"from pid {holder.pid}" in (run / "train.log").read_text()  # the stale lock, taken over
+
+
+@pytest.mark.slow  # the launcher's two workers import Lightning afresh
+def test_a_sweeps_workers_exit_when_its_main_process_is_killed(tmp_path: Path) -> None:
+    sweep = tmp_path / "sweep"
+    joblib = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
+    main = launch(["train", "-m", *LONG, *joblib, "attention=dot,additive", f"hydra.sweep.dir={sweep}"])
+    jobs = [sweep / "0", sweep / "1"]
+    first_epoch = [j / "checkpoints" / "last.ckpt" for j in jobs]
+    wait_for(lambda: all(p.exists() for p in first_epoch), 120, "both runs' first epoch")
+    workers = [record(j)["pid"] for j in jobs]
+    os.kill(main.pid, signal.SIGKILL)
+    main.join(30)
+
+    def gone() -> bool:
+        return not any(Path(f"/proc/{pid}").exists() for pid in workers)
+
+    wait_for(gone, 60, "the orphaned workers to exit")
+    assert [record(j)["status"] for j in jobs] == ["interrupted", "interrupted"]
+    assert all(Path(record(j)["checkpoint"]).exists() for j in jobs)
+
+
+def test_a_full_disk_fails_the_run_and_leaves_no_partial_checkpoint(tmp_path: Path) -> None:
+    def small_disk() -> None:  # a file-size limit stands in for a full disk: writes past it fail with EFBIG
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))
+
+    run = tmp_path / "run"
+    child = launch(["train", *TINY, f"hydra.run.dir={run}"], before=small_disk)
+    child.join(120)
+    assert child.exitcode == 1
+    failed = record(run)
+    assert failed["status"] == "failed" and "could not write checkpoint" in failed["error"]
+    assert "File too large" in failed["error"]
+    assert list((run / "checkpoints").iterdir()) == []  # neither a partial .ckpt nor a .tmp
+
+
+def test_a_read_only_checkpoint_folder_fails_before_training(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    folder = tmp_path / "run" / "checkpoints"
+    folder.mkdir(parents=True)
+    if os.geteuid() == 0:  # root writes through permission bits, not through the immutable attribute
+        if subprocess.run(["chattr", "+i", str(folder)], capture_output=True).returncode:
+            pytest.skip("chattr +i is not available on this filesystem, and root ignores chmod")
+    else:
+        folder.chmod(0o555)
+    try:
+        assert train(tmp_path / "run", *TINY) == 1
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["chattr", "-i", str(folder)], check=True)
+    assert "is not writable" in one_line(capsys.readouterr().err)
+    failed = record(tmp_path / "run")
+    assert failed["status"] == "failed" and "is not writable" in failed["error"]
+    assert "steps" not in failed  # it never trained
+
+
+@pytest.fixture(scope="module")
+def two_epochs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run = tmp_path_factory.mktemp("two_epochs")
+    completed(run, *TINY, "trainer.max_epochs=2")
+    return run
+
+
+def _random_bytes(path: Path) -> None:
+    data = bytearray(path.read_bytes())
+    middle = len(data) // 2
+    data[middle : middle + 4096] = os.urandom(4096)
+    path.write_bytes(bytes(data))
+
+
+def _non_finite_without_checksum(path: Path) -> None:
+    checkpoint = torch.load(path, weights_only=True)
+    next(iter(checkpoint["state_dict"].values())).fill_(float("nan"))
+    torch.save(checkpoint, path)
+    path.with_name(path.name + ".sha256").unlink()  # as an older attnx left it
+
+
+@pytest.mark.parametrize(
+    ("damage", "reason"),
+    [
+        (_random_bytes, "checksum mismatch"),
+        (lambda p: p.write_bytes(p.read_bytes()[:5000]), "checksum mismatch"),
+        (lambda p: p.write_bytes(b""), "checksum mismatch"),
+        (_non_finite_without_checksum, "non-finite values in its weights"),
+    ],
+    ids=["random-bytes", "truncated", "empty", "nan-weights-no-checksum"],
+)
+def test_resume_falls_back_to_the_newest_good_checkpoint(
+    tmp_path: Path, two_epochs: Path, damage: Callable[[Path], None], reason: str
+) -> None:
+    run = tmp_path / "run"
+    shutil.copytree(two_epochs, run)
+    (best,) = (run / "checkpoints").glob("epoch*.ckpt")
+    time.sleep(0.01)
+    damage(run / "checkpoints" / "last.ckpt")
+    done = completed(run, *TINY, "trainer.max_epochs=3", "resume=auto")
+    assert done["resumed_from"] == str(best)
+    (skipped,) = done["resume_skipped"]
+    assert "last.ckpt" in skipped and reason in skipped
+    assert "resume=auto: skipped" in (run / "train.log").read_text()
+    assert all(torch.isfinite(torch.tensor(v)) for v in done["metrics"].values())
+
+
+def test_a_non_finite_loss_fails_the_run_at_its_step(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    plugin = tmp_path / "plugins" / "diverging.py"
+    plugin.parent.mkdir()
+    plugin.write_text(
+        "from attnx import register_score\n"
+        "from attnx.nn.scores import DotScore\n\n"
+        "@register_score('diverging_test')\n"
+        "class DivergingScore(DotScore):\n"
+        "    calls = 0\n\n"
+        "    def forward(self, query, keys):\n"
+        "        self.calls += self.training\n"
+        "        scores = super().forward(query, keys)\n"
+        "        return scores * float('nan') if self.calls > 20 else scores\n"
+    )
+    monkeypatch.setenv("ATTNX_PLUGIN_PATH", str(plugin.parent))
+    run = tmp_path / "run"
+    assert train(run, *TINY, "attention=dot", "score=diverging_test") == 1
+    assert "non-finite loss at step" in one_line(capsys.readouterr().err)
+    failed = record(run)
+    assert failed["status"] == "failed" and "NonFiniteLoss: non-finite loss at step" in failed["error"]
+    assert not list((run / "checkpoints").glob("*.ckpt"))  # the first epoch never ended
+
+
+class _RunsCode:
+    """Unpickling this creates a folder: a stand-in for arbitrary code in a checkpoint."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return (os.mkdir, (str(self.marker),))
+
+
+def test_a_checkpoint_that_holds_code_is_refused_even_when_the_environment_allows_pickles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    monkeypatch.setenv("TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD", "1")
+    marker = tmp_path / "code-ran"
+    evil = tmp_path / "evil.ckpt"
+    torch.save({"state_dict": {}, "payload": _RunsCode(marker)}, evil)
+
+    assert train(tmp_path / "a", *TINY, f"ckpt_path={evil}") == 2
+    assert "refused, it holds code" in one_line(capsys.readouterr().err)
+    # resume=auto meets the same file as last.ckpt: skipped, and the run starts afresh
+    (tmp_path / "b" / "checkpoints").mkdir(parents=True)
+    shutil.copy(evil, tmp_path / "b" / "checkpoints" / "last.ckpt")
+    done = completed(tmp_path / "b", *TINY, "resume=auto")
+    assert done["resumed_from"] is None and "refused" in done["resume_skipped"][0]
+    assert not marker.exists()
+
+
+def test_plugins_in_an_untrusted_launch_folder_are_not_imported(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    marker = tmp_path / "imported"
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "anything.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    monkeypatch.chdir(tmp_path)
+    assert cli(["plugins"]) == 0
+    assert "to use it: ATTNX_PLUGIN_PATH=plugins" in capsys.readouterr().err
+    assert not marker.exists()
+
+    monkeypatch.setenv("ATTNX_PLUGIN_PATH", "plugins")
+    with pytest.raises(SystemExit):  # Hydra's --help exits after printing
+        cli(["train", "--help"])
+    assert not marker.exists()  # help imports no plugin, even a trusted one
+    assert cli(["plugins"]) == 0
+    assert marker.exists()
+
+
+def test_a_sweep_with_a_failed_run_exits_non_zero_with_a_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    assert train(tmp_path, *TINY, "attention=dot,fixed_c", "score=dot", sweep=True) == 1
+    assert f"1 completed, 1 failed: see {tmp_path / '1' / 'results.json'}" in capsys.readouterr().out
+    assert [r["status"] for r in results(tmp_path)] == ["completed", "failed"]
