@@ -10,7 +10,6 @@ prints the table. Light on purpose: reads JSON, draws with matplotlib, never imp
 
 from __future__ import annotations
 
-import argparse
 import csv
 import functools
 import json
@@ -21,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnx.cli import ArgumentParser
 from attnx.table import markdown_table
 from attnx.track.results import find_results, read_results
 
@@ -51,7 +51,7 @@ class Row:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="attnx report", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="attnx report", description=__doc__.splitlines()[0])
     parser.add_argument("dirs", nargs="+", type=Path, help="sweep or run folders, searched recursively")
     parser.add_argument(
         "--metric",
@@ -63,19 +63,33 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, help="where report.md/.csv/.png go (default: the first DIR)")
     args = parser.parse_args(argv)
 
+    missing = [str(d) for d in args.dirs if not d.is_dir()]
+    if missing:
+        print(f"attnx report: no such folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
     runs = load(args.dirs)
-    if not runs:
-        print(f"attnx report: no results.json under {', '.join(map(str, args.dirs))}", file=sys.stderr)
-        return 1
+    if not runs:  # a folder without runs is a mistyped path, as much as a missing one
+        print(
+            f"attnx report: no readable results.json under {', '.join(map(str, args.dirs))}", file=sys.stderr
+        )
+        return 2
     columns = swept_columns(runs)
     done = [r for r in runs if r.get("status") == "completed"]
     metrics = [m for item in args.metric for m in item.split(",")] if args.metric else default_metrics(done)
+    measured = sorted({m for r in done for m in r.get("metrics", {})})
+    absent = [m for m in metrics if m not in measured]
+    if args.metric and done and absent:
+        print(
+            f"attnx report: --metric {absent[0]}: no run has it; metrics: {', '.join(measured)}",
+            file=sys.stderr,
+        )
+        return 2
     numeric = [c for c in columns if _is_numeric([value(r, c) for r in runs])]
     xs = args.x or numeric
     unknown = [x for x in xs if x not in numeric]
     if unknown:
         print(
-            f"attnx report: --x {unknown[0]} is not a swept numeric key; swept: {', '.join(numeric)}",
+            f"attnx report: --x {unknown[0]} is not a swept numeric key; swept: {', '.join(numeric) or '(none)'}",
             file=sys.stderr,
         )
         return 2
@@ -97,13 +111,21 @@ def main(argv: list[str]) -> int:
 
 
 def load(dirs: list[Path]) -> list[dict[str, Any]]:
+    """Every run record under `dirs`; each file that is not a JSON object is named in one stderr line
+    and skipped, so one damaged run never hides the others."""
     runs = []
     for folder in dirs:
         for path in find_results(folder):
             try:
-                runs.append(read_results(path) | {"_path": str(path.parent)})
-            except json.JSONDecodeError:
-                print(f"attnx report: skipping unreadable {path}", file=sys.stderr)
+                record = read_results(path)
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
+                print(f"attnx report: skipping {path}: not readable JSON ({error})", file=sys.stderr)
+                continue
+            if not isinstance(record, dict):
+                kind = type(record).__name__
+                print(f"attnx report: skipping {path}: a JSON {kind}, not a run record", file=sys.stderr)
+                continue
+            runs.append(record | {"_path": str(path.parent)})
     return runs
 
 
