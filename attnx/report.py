@@ -88,10 +88,8 @@ def main(argv: list[str]) -> int:
     xs = args.x or numeric
     unknown = [x for x in xs if x not in numeric]
     if unknown:
-        print(
-            f"attnx report: --x {unknown[0]} is not a swept numeric key; swept: {', '.join(numeric) or '(none)'}",
-            file=sys.stderr,
-        )
+        swept = ", ".join(numeric) or "(none)"
+        print(f"attnx report: --x {unknown[0]} is not a swept numeric key; swept: {swept}", file=sys.stderr)
         return 2
 
     rows = group(done, columns)
