@@ -33,6 +33,7 @@ import torch
 from torch import nn
 
 from attnx import registry
+from attnx.cli import ArgumentParser
 from attnx.measure import count_flops, median_time, peak_memory
 from attnx.models.build import score_factory
 from attnx.table import cell, markdown_table
@@ -124,6 +125,37 @@ def _positive(value: str) -> int:
     if len(numbers) != 1:
         raise argparse.ArgumentTypeError(f"expected one positive integer, got {value!r}")
     return numbers[0]
+
+
+def _non_negative(value: str) -> int:
+    if not value.strip().isdigit():
+        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value!r}")
+    return int(value)
+
+
+def _positive_float(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {value!r}") from error
+    if not number > 0:  # also rejects nan
+        raise argparse.ArgumentTypeError(f"expected a number > 0, got {value!r}")
+    return number
+
+
+def _device(value: str) -> str:
+    """A torch device this machine has: the CPU, or the available accelerator (CUDA, MPS, ...)."""
+    try:
+        kind = torch.device(value).type
+    except RuntimeError as error:
+        raise argparse.ArgumentTypeError(f"not a torch device: {value!r}") from error
+    accelerator = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+    available = ["cpu", *([accelerator.type] if accelerator else [])]
+    if kind not in available:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not available here; available: {', '.join(available)}"
+        )
+    return value
 
 
 def cases(args: argparse.Namespace) -> list[Case]:
@@ -350,7 +382,7 @@ def plot(path: Path, by_case: dict[str, list[Point]], fields: tuple[str, str], y
 
 
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = ArgumentParser(
         prog="attnx bench",
         description="Time, peak memory and FLOPs of attention mechanisms as self-attention vs sequence "
         "length N, with FLOPs compared to the analytic 4·N²·d and fitted growth exponents.",
@@ -365,12 +397,16 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--heads", type=_ints, default=[4], help="head counts for mechanisms with heads")
     p.add_argument("--batch", type=_positive, default=4)
     p.add_argument("--repeats", type=_positive, default=5, help="timed calls per point (median)")
-    p.add_argument("--warmup", type=int, default=2, help="untimed calls before timing")
-    p.add_argument("--max-seconds", type=float, default=1.0, help="largest fwd+bwd step a row grows into")
-    p.add_argument("--max-mib", type=float, default=2048, help="largest fwd+bwd peak memory a row grows into")
+    p.add_argument("--warmup", type=_non_negative, default=2, help="untimed calls before timing")
+    p.add_argument(
+        "--max-seconds", type=_positive_float, default=1.0, help="largest fwd+bwd step a row grows into"
+    )
+    p.add_argument(
+        "--max-mib", type=_positive_float, default=2048, help="largest fwd+bwd peak memory a row grows into"
+    )
     # 1 as in train.yaml: on a few shared cores a second thread mostly waits for the busy one
-    p.add_argument("--threads", type=int, default=1, help="torch CPU threads (default 1)")
-    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--threads", type=_positive, default=1, help="torch CPU threads (default 1)")
+    p.add_argument("--device", type=_device, default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--out", type=Path, default=Path("outputs/bench"), help="folder for CSV and plots")
     return p
 

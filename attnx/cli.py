@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import sys
 from importlib import import_module
+from typing import NoReturn
 
 COMMANDS = {
     "train": (
@@ -25,9 +26,17 @@ COMMANDS = {
 }
 
 
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse's parser whose errors are one line naming the argument, exit 2 (argparse's own prints
+    the usage first). Every subcommand's parser is one, so bad input reads the same everywhere."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="attnx",
         description="Compare attention mechanisms by configuration alone.",
         epilog="Run `attnx COMMAND --help` for a command's own options.",

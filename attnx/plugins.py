@@ -6,9 +6,9 @@ Exit codes: 0 ok, 1 a check failed, 2 a plugin failed to import.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
+from attnx.cli import ArgumentParser
 from attnx.registry import KINDS, PluginImportError, load_all, registry
 from attnx.table import markdown_table
 
@@ -43,7 +43,7 @@ def check() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="attnx plugins",
         description="List registered plugins (built-in, ./plugins, ATTNX_PLUGIN_PATH, entry points).",
     )

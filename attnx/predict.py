@@ -3,54 +3,103 @@
 The checkpoint is read with `torch.load(weights_only=True)`: attnx stores its model spec as plain
 data, so no pickled code runs. For attention mechanisms it also prints, per output step (or for
 the whole input when classifying), the source tokens that received the most attention.
+
+Bad input (an unreadable checkpoint, an empty or too long input, a mistyped option) is one line on
+stderr and exit 2. Input tokens the model never saw are read as `<unk>`, with a one-line warning.
 """
 
 from __future__ import annotations
 
 import sys
-import typing
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Optional
 
 from attnx.schema import DecodeConfig
 
 USAGE = """usage: attnx predict ckpt=PATH input=TEXT [decode.beam_size=N] [decode.length_penalty=A]
-                     [decode.max_len_ratio=R] [top_k=K]
+                     [decode.max_len_ratio=R] [top_k=K] [max_input_len=N]
 
-Decodes (seq2seq) or classifies (classification) TEXT with the model in checkpoint PATH."""
-DECODE_TYPES = typing.get_type_hints(DecodeConfig)  # train.yaml's `decode:` keys and their types
+Decodes (seq2seq) or classifies (classification) TEXT with the model in checkpoint PATH. Unset
+decode.* keys keep the checkpoint's. max_input_len defaults to the encoder's max_len (self_attn),
+else 1024 tokens."""
+
+# The default max_input_len of encoders without a positional max_len (RNNs take any length, and a
+# decoder runs up to decode.max_len_ratio times as many steps: a 10,000-token input takes minutes).
+MAX_INPUT_LEN = 1024
 
 
-def parse(argv: list[str]) -> dict[str, str]:
-    if not argv or argv[0] in ("-h", "--help"):
-        raise SystemExit(USAGE)
-    args = {}
-    for item in argv:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise SystemExit(f"attnx predict: expected key=value, got {item!r}\n{USAGE}")
-        args[key] = value
-    unknown = set(args) - {"ckpt", "input", "top_k", *(f"decode.{k}" for k in DECODE_TYPES)}
-    missing = {"ckpt", "input"} - set(args)
-    if unknown or missing:
-        problem = (
-            f"unknown {', '.join(sorted(unknown))}" if unknown else f"missing {', '.join(sorted(missing))}"
-        )
-        raise SystemExit(f"attnx predict: {problem}\n{USAGE}")
-    return args
+@dataclass
+class PredictOptions:
+    """predict's typed options besides `ckpt` and `input` (whose text is taken as written); `decode`
+    is train.yaml's `decode:` schema, its unset keys left MISSING."""
+
+    top_k: int = 3
+    max_input_len: Optional[int] = None  # noqa: UP045 - OmegaConf needs typing.Optional
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+
+BOUNDS = {"top_k": (">=", 1), "max_input_len": (">=", 1)}  # next to attnx.config.BOUNDS' decode.*
+
+
+class PredictError(Exception):
+    """Bad input to `attnx predict`; the message is the one line the user sees."""
+
+
+def parse(argv: list[str]) -> tuple[str, str, Any]:
+    """(ckpt, input, the typed and bounds-checked `PredictOptions`) from `key=value` arguments."""
+    from omegaconf import OmegaConf
+
+    from attnx import config
+
+    pairs = [item.partition("=") for item in argv]
+    bare = [key for key, sep, _ in pairs if not sep]
+    if bare:
+        raise PredictError(f"expected key=value, got {bare[0]!r} (see attnx predict --help)")
+    args = {key: value for key, _, value in pairs}
+    missing = [key for key in ("ckpt", "input") if key not in args]
+    if missing:
+        raise PredictError(f"missing {', '.join(missing)} (see attnx predict --help)")
+    rest = [item for item in argv if item.partition("=")[0] not in ("ckpt", "input")]
+    try:
+        options = OmegaConf.merge(OmegaConf.structured(PredictOptions), OmegaConf.from_dotlist(rest))
+        config.check_bounds(options, {**config.BOUNDS, **BOUNDS})  # train's decode.* bounds too
+    except config.ConfigError as error:
+        raise PredictError(str(error)) from error
+    except Exception as error:  # OmegaConf's type errors and unknown keys, naming the key
+        raise PredictError(config.one_line(error)) from error
+    return args["ckpt"], args["input"], options
+
+
+def read_checkpoint(path: str) -> dict[str, Any]:
+    """The checkpoint at `path` as plain data; anything torch.load refuses is a PredictError."""
+    import torch
+
+    try:
+        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    except FileNotFoundError as error:
+        raise PredictError(f"ckpt={path}: no such file") from error
+    except Exception as error:  # pickle, zip, EOF, a directory: each format fails its own way
+        raise PredictError(f"ckpt={path}: not a readable checkpoint ({_reason(error)})") from error
+    if not isinstance(checkpoint, dict) or "attnx_spec" not in checkpoint:
+        raise PredictError(f"ckpt={path}: not an attnx checkpoint (no model spec inside)")
+    return checkpoint
+
+
+def _reason(error: BaseException, width: int = 100) -> str:
+    """The error's type and the first line of its message, at most `width` characters."""
+    first = next(iter(str(error).splitlines()), "")
+    reason = f"{type(error).__name__}: {first}" if first else type(error).__name__
+    return reason if len(reason) <= width else reason[: width - 1] + "…"
 
 
 def load(path: str, decode: dict[str, Any] | None = None) -> Any:
     """The LightningModule stored in a checkpoint, in eval mode on the CPU. Its model spec is upgraded
     to today's registry (renamed plugins, dropped hyperparameters: `registry.upgrade`)."""
-    import torch
-
     from attnx import registry
     from attnx.lit import lit_module
 
     registry.load_all()
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    if "attnx_spec" not in checkpoint:
-        raise SystemExit(f"attnx predict: {path} is not an attnx checkpoint (no model spec inside)")
+    checkpoint = read_checkpoint(path)
     spec = checkpoint["attnx_spec"]
     for kind in ("task", "encoder", "attention", "score"):
         if spec[kind] is not None:
@@ -61,29 +110,73 @@ def load(path: str, decode: dict[str, Any] | None = None) -> Any:
     return module.eval()
 
 
+def input_limit(spec: dict[str, Any], requested: int | None) -> tuple[int, str]:
+    """The longest input to decode and where that number comes from: `max_input_len=` if given,
+    else the encoder's positional `max_len`, else MAX_INPUT_LEN. An encoder's max_len also caps
+    what may be requested."""
+    positional = spec["encoder"].get("max_len")
+    if positional is not None and requested is not None and requested > positional:
+        raise PredictError(
+            f"max_input_len={requested}: encoder={spec['encoder']['name']} takes at most "
+            f"encoder.max_len={positional} tokens"
+        )
+    if requested is not None:
+        return requested, ""
+    if positional is not None:
+        return positional, " (the encoder's max_len)"
+    return MAX_INPUT_LEN, " (the default)"
+
+
+def encode(task: Any, text: str, limit: tuple[int, str]) -> tuple[Any, Any]:
+    """`src`, `src_len` of the input; too long or empty is a PredictError, and tokens the model
+    never saw are named in a warning (they are read as <unk>)."""
+    from attnx.vocab import SPECIALS
+
+    try:
+        src, src_len = task.encode_source(text)
+    except ValueError as error:
+        raise PredictError(str(error)) from error
+    most, origin = limit
+    if src.shape[1] > most:
+        raise PredictError(
+            f"input has {src.shape[1]} tokens, more than max_input_len={most}{origin}; shorten it"
+        )
+    unknown = [t for t in task.tokenize(text) if t not in task.src_vocab.stoi and t not in SPECIALS]
+    if unknown:
+        shown = ", ".join(dict.fromkeys(unknown))
+        print(f"attnx predict: warning: read as <unk>, unknown to the model: {shown}", file=sys.stderr)
+    return src, src_len
+
+
 def main(argv: list[str]) -> int:
-    args = parse(argv)
+    if argv[:1] in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
+    from attnx import registry
+
+    try:
+        return predict(*parse(argv))
+    except (PredictError, registry.RegistryError, registry.PluginImportError) as error:
+        print(f"attnx predict: {error}", file=sys.stderr)
+        return 2
+
+
+def predict(ckpt: str, text: str, options: Any) -> int:
+    """Print the model's output for `text`, then the most-attended source tokens per output step."""
     import torch
+    from omegaconf import OmegaConf
 
     from attnx import registry
     from attnx.tasks.base import Batch
     from attnx.track.maps import attention_maps
     from attnx.vocab import Vocab
 
-    decode = {k.split(".")[1]: DECODE_TYPES[k.split(".")[1]](v) for k, v in args.items() if "." in k}
-    try:
-        module = load(args["ckpt"], decode)
-    except FileNotFoundError:
-        print(f"attnx predict: no checkpoint at {args['ckpt']}", file=sys.stderr)
-        return 2
-    spec, top_k = module.spec, int(args.get("top_k", 3))
+    decode = {k: options.decode[k] for k in options.decode if not OmegaConf.is_missing(options.decode, k)}
+    module = load(ckpt, decode)
+    spec, top_k = module.spec, options.top_k
     task = registry.build("task", spec["task"])
     task.src_vocab = Vocab(spec["src_itos"])  # the trained vocabulary; the task's data is never built
-    try:
-        src, src_len = task.encode_source(args["input"])
-    except ValueError as error:
-        print(f"attnx predict: {error}", file=sys.stderr)
-        return 2
+    src, src_len = encode(task, text, input_limit(spec, options.max_input_len))
     batch = Batch(src, src_len)
     with torch.no_grad():
         if spec["model_type"] == "classification":

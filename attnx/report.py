@@ -11,7 +11,6 @@ prints the table. Light on purpose: reads JSON, draws with matplotlib, never imp
 
 from __future__ import annotations
 
-import argparse
 import csv
 import functools
 import json
@@ -23,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnx.cli import ArgumentParser
 from attnx.table import markdown_table
 from attnx.track.results import find_results, read_results, status
 
@@ -53,7 +53,7 @@ class Row:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="attnx report", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="attnx report", description=__doc__.splitlines()[0])
     parser.add_argument("dirs", nargs="+", type=Path, help="sweep or run folders, searched recursively")
     parser.add_argument(
         "--metric",
@@ -65,25 +65,37 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, help="where report.md/.csv/.png go (default: the first DIR)")
     args = parser.parse_args(argv)
 
+    missing = [str(d) for d in args.dirs if not d.is_dir()]
+    if missing:
+        print(f"attnx report: no such folder: {', '.join(missing)}", file=sys.stderr)
+        return 2
     runs = load(args.dirs)
+    if not runs:  # a folder without runs is a mistyped path, as much as a missing one
+        print(
+            f"attnx report: no readable results.json under {', '.join(map(str, args.dirs))}", file=sys.stderr
+        )
+        return 2
     for run in runs:  # `running` whose process is gone (kill -9, a lost node) is `stale`
         run["status"] = status(run, run["_path"])
         if run["status"] == "stale":
             run["error"] = f"pid {run.get('pid')} on {run.get('host')} ended without a record (killed?)"
-    if not runs:
-        print(f"attnx report: no results.json under {', '.join(map(str, args.dirs))}", file=sys.stderr)
-        return 1
     columns = swept_columns(runs)
     done = [r for r in runs if r.get("status") == "completed"]
     metrics = [m for item in args.metric for m in item.split(",")] if args.metric else default_metrics(done)
+    measured = sorted({m for r in done for m in r.get("metrics", {})})
+    absent = [m for m in metrics if m not in measured]
+    if args.metric and done and absent:
+        print(
+            f"attnx report: --metric {absent[0]}: no run has it; metrics: {', '.join(measured)}",
+            file=sys.stderr,
+        )
+        return 2
     numeric = [c for c in columns if _is_numeric([value(r, c) for r in runs])]
     xs = args.x or numeric
     unknown = [x for x in xs if x not in numeric]
     if unknown:
-        print(
-            f"attnx report: --x {unknown[0]} is not a swept numeric key; swept: {', '.join(numeric)}",
-            file=sys.stderr,
-        )
+        swept = ", ".join(numeric) or "(none)"
+        print(f"attnx report: --x {unknown[0]} is not a swept numeric key; swept: {swept}", file=sys.stderr)
         return 2
 
     rows = group(done, columns)
@@ -103,13 +115,17 @@ def main(argv: list[str]) -> int:
 
 
 def load(dirs: list[Path]) -> list[dict[str, Any]]:
+    """Every run record under `dirs`; each file that is not a JSON object is named in one stderr line
+    and skipped, so one damaged run never hides the others."""
     runs = []
     for folder in dirs:
         for path in find_results(folder):
             try:
-                runs.append(read_results(path) | {"_path": str(path.parent)})
-            except json.JSONDecodeError:
-                print(f"attnx report: skipping unreadable {path}", file=sys.stderr)
+                record = read_results(path)
+            except ValueError as error:  # read_results names the file and what is wrong with it
+                print(f"attnx report: skipping {error}", file=sys.stderr)
+                continue
+            runs.append(record | {"_path": str(path.parent)})
     return runs
 
 

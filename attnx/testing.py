@@ -36,6 +36,14 @@ ATOL = 1e-8  # float64: equal computations agree far below this
 def check_score(cls: type[Score], **hyperparams: Any) -> None:
     """Check a Score class: [..., Tq, Tk] scores for any leading dims, then every attention
     invariant with the score inside plain softmax attention, softmax(f(q, K)) V."""
+    check_score_shapes(cls, **hyperparams)
+    label = f"score {cls.__name__}"
+    _check(lambda dq, dk, dv: ScoredAttention(dq, dk, dv, score=partial(cls, **hyperparams)), label)
+
+
+def check_score_shapes(cls: type[Score], **hyperparams: Any) -> None:
+    """The kit's first, cheap check alone: [..., Tq, Tk] scores for Tq = 1 and Tq > 1 (`attnx train`
+    runs it on a plugin score before training)."""
     label = f"score {cls.__name__}"
     score = _build(lambda dq, dk, dv: cls(dq, dk, **hyperparams), label)[0]
     dq, dk = score.query_dim, score.key_dim
@@ -55,7 +63,6 @@ def check_score(cls: type[Score], **hyperparams: Any) -> None:
             f"{label}: wrong output shape: scores are {tuple(out.shape)} for query {tuple(q.shape)} and "
             f"keys {tuple(k.shape)}, expected [..., Tq, Tk] = {expected}",
         )
-    _check(lambda dq, dk, dv: ScoredAttention(dq, dk, dv, score=partial(cls, **hyperparams)), label)
 
 
 def check_attention(
@@ -63,6 +70,24 @@ def check_attention(
 ) -> None:
     """Check an Attention class with `score` (a registered name, a factory, or None for its
     default): shapes, weights, masking, gradients, padding invariance, for Tq=1 and Tq>1."""
+    _check(*_attention(cls, score, hyperparams))
+
+
+def check_attention_shapes(
+    cls: type[Attention], score: str | ScoreFactory | None = None, **hyperparams: Any
+) -> None:
+    """The kit's first, cheap check alone: the context [B, Tq, output_dim] and the weights
+    [B, ..., Tq, Tk] for Tq = 1 and Tq > 1 (`attnx train` runs it on a plugin mechanism)."""
+    make, label = _attention(cls, score, hyperparams)
+    att, dims = _build(make, label)
+    for tq in (1, 3):
+        _outputs(att, dims, tq, f"{label} (Tq={tq})")
+
+
+def _attention(
+    cls: type[Attention], score: str | ScoreFactory | None, hyperparams: dict[str, Any]
+) -> tuple[Callable[[int, int, int], Attention], str]:
+    """(dims -> the mechanism with `score`, its label in messages); its placement checked."""
     if isinstance(score, str):
         load_all()
         factory, named = registry("score").get(score), score
@@ -70,7 +95,7 @@ def check_attention(
         factory, named = score, getattr(score, "__name__", score)
     label = f"attention {cls.__name__}" + ("" if score is None else f" with score {named}")
     _require(cls.placement in PLACEMENTS, f"{label}: placement '{cls.placement}' is not one of {PLACEMENTS}")
-    _check(lambda dq, dk, dv: cls(dq, dk, dv, factory, **hyperparams), label)
+    return lambda dq, dk, dv: cls(dq, dk, dv, factory, **hyperparams), label
 
 
 def check_all() -> list[tuple[str, str, str | None]]:
@@ -151,7 +176,10 @@ def _check(make: Callable[[int, int, int], Attention], label: str) -> None:
     _check_gradients(att, dims, label)
 
 
-def _check_outputs(att: Attention, dims: tuple[int, int, int], tq: int, where: str) -> None:
+def _outputs(
+    att: Attention, dims: tuple[int, int, int], tq: int, where: str
+) -> tuple[tuple[torch.Tensor, ...], torch.Tensor, torch.Tensor | None]:
+    """(inputs, context, weights) of one call, their shapes checked."""
     q, k, v, mask = _inputs(dims, tq)
     ctx, w = _run(att, where, q, k, v, mask)
     expected = (len(LENGTHS), tq, att.output_dim)
@@ -160,11 +188,21 @@ def _check_outputs(att: Attention, dims: tuple[int, int, int], tq: int, where: s
         f"{where}: wrong output shape: context is {tuple(ctx.shape)}, expected [B, Tq, output_dim] = "
         f"{expected}",
     )
+    _require(
+        w is None or (w.dim() >= 3 and w.shape[0] == len(LENGTHS) and tuple(w.shape[-2:]) == (tq, TK)),
+        f"{where}: wrong weights shape {None if w is None else tuple(w.shape)}, expected [B, ..., Tq, Tk] "
+        f"with B={len(LENGTHS)}, Tq={tq}, Tk={TK}",
+    )
+    return (q, k, v, mask), ctx, w
+
+
+def _check_outputs(att: Attention, dims: tuple[int, int, int], tq: int, where: str) -> None:
+    (q, k, v, mask), ctx, w = _outputs(att, dims, tq, where)
     finite = torch.isfinite(ctx).flatten(1).all(1)
     _require(finite[-1], f"{where}: NaN/inf in the context of a sequence with a single valid key")
     _require(finite.all(), f"{where}: NaN/inf in the context")
     if w is not None:
-        _check_weights(w, mask, tq, where)
+        _check_weights(w, mask, where)
 
     g = torch.Generator().manual_seed(1)
     pad = ~mask.unsqueeze(-1)
@@ -205,13 +243,8 @@ def _check_outputs(att: Attention, dims: tuple[int, int, int], tq: int, where: s
     )
 
 
-def _check_weights(w: torch.Tensor, mask: torch.Tensor, tq: int, where: str) -> None:
+def _check_weights(w: torch.Tensor, mask: torch.Tensor, where: str) -> None:
     b = len(LENGTHS)
-    _require(
-        w.dim() >= 3 and w.shape[0] == b and tuple(w.shape[-2:]) == (tq, TK),
-        f"{where}: wrong weights shape {tuple(w.shape)}, expected [B, ..., Tq, Tk] with "
-        f"B={b}, Tq={tq}, Tk={TK}",
-    )
     _require(torch.isfinite(w).all(), f"{where}: NaN/inf in the weights (a row with a single valid key?)")
     _require((w >= 0).all(), f"{where}: weights are negative (min {w.min().item():.3g})")
     masked = ~mask.view(b, *[1] * (w.dim() - 2), TK).expand_as(w)

@@ -111,7 +111,7 @@ def test_incompatible_score_fails_before_training(tmp_path: Path, capsys: pytest
         ("task.no_such_key=1", "no_such_key"),
         ("score=cosine score.temperature=abc", "score.temperature"),
         ("task.train_size=-5", "train_size"),
-        ("optim/scheduler=linear", "Could not find 'optim/scheduler/linear'"),
+        ("optim/scheduler=linear", "unknown optim/scheduler 'linear'"),
         ("optim.lr=-0.1", "optim.lr must be > 0"),
         ("task.min_len=9 task.max_len=4", "max_len"),
         ("attention=multi_head model.hidden_dim=10 attention.num_heads=3", "num_heads"),

@@ -1,0 +1,299 @@
+"""Bad input to every subcommand is one stderr line naming the key, file or value, and exit code 2.
+
+One table of what users plausibly type, run in-process through `attnx.cli.main` (a subprocess costs
+seconds of Lightning import each). `{name}` in a command line is a path or a long input from the
+`files` fixture, which trains one tiny seq2seq (RNN) and one self-attention checkpoint for predict.
+
+`attnx report` on a folder without any results.json is bad input too (a mistyped path, exit 2, as a
+folder that does not exist); a damaged results.json next to good ones is a warning (exit 0).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+import pytest
+import torch
+from tiny import TINY, TINY_SELF_ATTN, train
+
+from attnx.cli import main as cli
+
+pytestmark = pytest.mark.e2e  # the real CLI, and two tiny Lightning fits
+
+NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+
+# A score plugin whose forward returns [..., Tk, Tq] when `transpose` is set: with its defaults it
+# passes the conformance kit, so no other test that lists or checks plugins is disturbed by it.
+TRANSPOSED = """
+from attnx import register_score
+from attnx.nn.scores import DotScore
+
+
+@register_score("transposed_test")
+class TransposedTestScore(DotScore):
+    def __init__(self, query_dim: int, key_dim: int, transpose: bool = False) -> None:
+        super().__init__(query_dim, key_dim)
+        self.transpose = transpose
+
+    def forward(self, query, keys):
+        scores = super().forward(query, keys)
+        return scores.transpose(-1, -2) if self.transpose else scores
+"""
+
+# (command line, what the one stderr line must contain, plugin folder for ATTNX_PLUGIN_PATH or None)
+CASES = [
+    # train: Lightning's Trainer arguments, checked against its signature before training
+    ("train trainer.max_epochs=ten", "trainer.max_epochs=ten: expected Optional[int]", None),
+    ("train trainer.gradient_clip_val=abc", "trainer.gradient_clip_val=abc: expected", None),
+    ("train trainer.precision=33", "trainer.precision=33: expected", None),
+    ("train trainer.deterministic=maybe", "trainer.deterministic=maybe: expected", None),
+    (
+        "train +trainer.max_epoch=3",
+        "trainer.max_epoch: not an argument of lightning's Trainer; did you mean 'max_epochs'",
+        None,
+    ),
+    ("train trainer.max_epoch=3", "trainer.max_epoch", None),
+    (
+        "train trainer.accelerator=tpux",
+        "trainer.accelerator=tpux: unknown accelerator; did you mean 'tpu'",
+        None,
+    ),
+    pytest.param(
+        "train trainer.accelerator=gpu", "trainer.accelerator=gpu: not available", None, marks=NO_CUDA
+    ),
+    pytest.param("train trainer.accelerator=cuda", "available: auto, cpu", None, marks=NO_CUDA),
+    # train: sizes and probabilities, one rule by field name for model and every registry section
+    ("train model.hidden_dim=-8", "model.hidden_dim=-8: must be a positive integer", None),
+    ("train model.embed_dim=0", "model.embed_dim=0: must be a positive integer", None),
+    ("train model.num_layers=0", "model.num_layers=0: must be a positive integer", None),
+    ("train model.dropout=1.5", "model.dropout=1.5: must be in [0, 1)", None),
+    ("train model.dropout=-0.1", "model.dropout=-0.1: must be in [0, 1)", None),
+    ("train encoder.hidden_dim=-1", "encoder.hidden_dim=-1: must be a positive integer", None),
+    ("train encoder=self_attn encoder.num_heads=0", "encoder.num_heads=0: must be a positive integer", None),
+    ("train encoder=self_attn encoder.max_len=0", "encoder.max_len=0: must be a positive integer", None),
+    ("train attention=multi_head attention.num_heads=0", "attention.num_heads=0: must be a positive", None),
+    ("train task.batch_size=0", "task.batch_size=0: must be a positive integer", None),
+    ("train task.train_size=-5", "task.train_size=-5: must be a positive integer", None),
+    # train: Adam's betas
+    ("train optim.optimizer.betas=0.9", "optim.optimizer.betas=0.9", None),
+    ("train optim.optimizer.betas=[0.9]", "optim.optimizer.betas=[0.9]: must be two numbers in [0, 1)", None),
+    ("train optim.optimizer.betas=[a,b]", "optim.optimizer.betas", None),
+    ("train optim.optimizer.betas=[0.9,1.5]", "optim.optimizer.betas=[0.9, 1.5]: must be two", None),
+    # train: every config group's options, with did-you-mean and the whole list
+    (
+        "train hydra/launcher=slurmx",
+        "unknown hydra/launcher 'slurmx'; did you mean 'slurm'? available: basic, joblib, slurm, "
+        "submitit_local, submitit_slurm",
+        None,
+    ),
+    ("train -m hydra/launcher=slurmx", "unknown hydra/launcher 'slurmx'", None),
+    ("train logger=wandbx", "unknown logger 'wandbx'; did you mean 'wandb'? available: csv, many,", None),
+    ("train -m logger=csv,wandbx", "unknown logger 'wandbx'", None),
+    (
+        "train trainer=cpux",
+        "unknown trainer 'cpux'; did you mean 'cpu'? available: cpu, ddp, default, gpu",
+        None,
+    ),
+    ("train optim=adam", "unknown optim 'adam'; did you mean 'adamw'? available: adamw, sgd", None),
+    ("train optim/scheduler=cosine", "unknown optim/scheduler 'cosine'; did you mean 'warmup_cosine'", None),
+    ("train experiment=nope", "unknown experiment 'nope'", None),
+    ("train task=revers", "unknown task 'revers'; did you mean 'reverse'", None),
+    ("train -m attention=dot,bahdanu", "unknown attention 'bahdanu'", None),
+    # train: keys and types, with and without -m and --cfg job
+    ("train +seeed=3", "unknown key seeed; allowed: task", None),
+    ("train threads=abc", "threads=abc; Value 'abc' of type 'str' could not be converted to Integer", None),
+    ("train -m threads=abc", "threads=abc; Value 'abc' of type 'str'", None),
+    ("train -m threads=1,abc", "threads=abc; Value 'abc' of type 'str'", None),
+    ("train --cfg job threads=abc", "threads=abc; Value 'abc' of type 'str'", None),
+    ("train model.hidden_dim=abc", "model.hidden_dim=abc; Value 'abc' of type 'str'", None),
+    ("train -m model.hidden_dim=abc", "model.hidden_dim=abc; Value 'abc' of type 'str'", None),
+    ("train score=cosine score.temperature=abc", "score.temperature=abc; Value 'abc' of type 'str'", None),
+    ("train -m score=cosine score.temperature=abc", "score.temperature=abc; Value 'abc'", None),
+    ("train --cfg job score=cosine score.temperature=abc", "score.temperature=abc; Value 'abc'", None),
+    ("train decode.beam_size=0", "decode.beam_size must be >= 1, got 0", None),
+    ("train decode.max_len_ratio=0", "decode.max_len_ratio must be > 0, got 0", None),
+    ("train decode.length_penalty=abc", "decode.length_penalty=abc; Value 'abc'", None),
+    # train: plugins that fail to import, or fail the kit's shape check with the configured hyperparameters
+    ("train", "broken.py failed to import: ModuleNotFoundError: No module named 'nonexistent_mod'", "broken"),
+    (
+        "train attention=dot score=transposed_test score.transpose=true",
+        "fails the conformance kit (attnx plugins check): score TransposedTestScore: wrong output shape",
+        "transposed",
+    ),
+    # predict: checkpoints torch.load cannot read, or without a model spec
+    ("predict ckpt={text} input=1", "ckpt={text}: not a readable checkpoint (", None),
+    ("predict ckpt={truncated} input=1", "ckpt={truncated}: not a readable checkpoint (RuntimeError", None),
+    ("predict ckpt={empty} input=1", "ckpt={empty}: not a readable checkpoint (EOFError)", None),
+    ("predict ckpt={folder} input=1", "ckpt={folder}: not a readable checkpoint (IsADirectoryError", None),
+    ("predict ckpt={missing} input=1", "ckpt={missing}: no such file", None),
+    ("predict ckpt={tensor} input=1", "ckpt={tensor}: not an attnx checkpoint", None),
+    # predict: inputs
+    ("predict ckpt={rnn} input=", "input '' has no tokens", None),
+    ("predict ckpt={rnn} 'input=   '", "input '   ' has no tokens", None),
+    (
+        "predict ckpt={sa} 'input={x600}'",
+        "input has 600 tokens, more than max_input_len=512 (the encoder's",
+        None,
+    ),
+    ("predict ckpt={rnn} 'input={x2000}'", "input has 2000 tokens, more than max_input_len=1024", None),
+    (
+        "predict ckpt={rnn} 'input=3 1 4' max_input_len=2",
+        "input has 3 tokens, more than max_input_len=2",
+        None,
+    ),
+    (
+        "predict ckpt={sa} input=1 max_input_len=1000",
+        "max_input_len=1000: encoder=self_attn takes at most",
+        None,
+    ),
+    ("predict ckpt={rnn} input=1 max_input_len=0", "max_input_len must be >= 1, got 0", None),
+    # predict: options
+    (
+        "predict ckpt={rnn} input=1 decode.beam_size=two",
+        "Value 'two' of type 'str' could not be converted",
+        None,
+    ),
+    ("predict ckpt={rnn} input=1 decode.beam_size=two", "(key: decode.beam_size)", None),
+    ("predict ckpt={rnn} input=1 decode.beam_size=0", "decode.beam_size must be >= 1, got 0", None),
+    ("predict ckpt={rnn} input=1 decode.length_penalty=abc", "(key: decode.length_penalty)", None),
+    ("predict ckpt={rnn} input=1 decode.max_len_ratio=-1", "decode.max_len_ratio must be > 0", None),
+    ("predict ckpt={rnn} input=1 decode.beam=3", "Key 'beam' not in 'DecodeConfig'", None),
+    (
+        "predict ckpt={rnn} input=1 top_k=1.5",
+        "Value '1.5' of type 'float' could not be converted to Integer (key: top_k)",
+        None,
+    ),
+    ("predict ckpt={rnn} input=1 top_k=0", "top_k must be >= 1, got 0", None),
+    ("predict ckpt={rnn} input=1 topk=3", "Key 'topk' not in 'PredictOptions'", None),
+    ("predict ckpt={rnn} input=1 beam", "expected key=value, got 'beam'", None),
+    ("predict", "missing ckpt, input", None),
+    ("predict input=1", "missing ckpt", None),
+    ("predict ckpt={rnn} input=1", "broken.py failed to import", "broken"),
+    # report
+    ("report {empty_folder}", "no readable results.json under {empty_folder}", None),
+    ("report {missing}", "no such folder: {missing}", None),
+    ("report {runs} --metric nope", "--metric nope: no run has it; metrics: test/exact_match", None),
+    ("report {runs} --metric test/exact_match,val/nope", "--metric val/nope: no run has it", None),
+    ("report {runs} --x nope", "--x nope is not a swept numeric key", None),
+    ("report {runs} --metrics x", "unrecognized arguments: --metrics", None),
+    ("report", "the following arguments are required: dirs", None),
+    # bench
+    pytest.param(
+        "bench --device cuda", "argument --device: 'cuda' is not available here", None, marks=NO_CUDA
+    ),
+    ("bench --device nope", "argument --device: not a torch device: 'nope'", None),
+    ("bench --threads 0", "argument --threads", None),
+    ("bench --warmup -3", "argument --warmup: expected an integer >= 0, got '-3'", None),
+    ("bench --repeats 0", "argument --repeats", None),
+    ("bench --batch two", "argument --batch", None),
+    ("bench --lengths 64,0", "argument --lengths", None),
+    ("bench --max-seconds -1", "argument --max-seconds: expected a number > 0", None),
+    ("bench --max-mib nan", "argument --max-mib", None),
+    ("bench --attention nope", "unknown attention 'nope'", None),
+    ("bench --score dott", "unknown score 'dott'; did you mean 'dot'", None),
+    ("bench --encoder cnn", "--encoder must name some of rnn, self_attn; got 'cnn'", None),
+    ("bench --attention multi_head --dim 64 --heads 3", "--heads must divide --dim", None),
+    ("bench --bogus", "unrecognized arguments: --bogus", None),
+    # plugins, and the dispatcher
+    ("plugins chek", "argument action: invalid choice: 'chek'", None),
+    ("plugins --bogus", "unrecognized arguments: --bogus", None),
+    ("plugins", "broken.py failed to import", "broken"),
+    ("nope", "invalid choice: 'nope'", None),
+]
+
+
+@pytest.fixture(scope="module")
+def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Paths the table names: two tiny trained runs, unreadable checkpoints, plugin folders."""
+    root = tmp_path_factory.mktemp("bad_input")
+    assert train(root / "rnn", *TINY) == 0
+    assert train(root / "sa", *TINY, *TINY_SELF_ATTN) == 0
+    rnn = root / "rnn" / "checkpoints" / "last.ckpt"
+    (root / "text.ckpt").write_text("not a checkpoint\n")
+    (root / "truncated.ckpt").write_bytes(rnn.read_bytes()[:4096])
+    (root / "empty.ckpt").write_bytes(b"")
+    (root / "folder.ckpt").mkdir()
+    torch.save(torch.zeros(2), root / "tensor.ckpt")
+    (root / "empty_folder").mkdir()
+    (root / "broken").mkdir()
+    (root / "broken" / "broken.py").write_text("import nonexistent_mod\n")
+    (root / "transposed").mkdir()
+    (root / "transposed" / "transposed.py").write_text(TRANSPOSED)
+    paths = {p.stem: str(p) for p in root.iterdir()}
+    return paths | {
+        "rnn": str(rnn),
+        "sa": str(root / "sa" / "checkpoints" / "last.ckpt"),
+        "runs": str(root / "rnn"),
+        "missing": str(root / "missing"),
+        "x600": " ".join(["3"] * 600),
+        "x2000": " ".join(["3"] * 2000),
+    }
+
+
+def run(argv: list[str], capfd: pytest.CaptureFixture) -> tuple[int | str | None, str]:
+    """The CLI's exit code (argparse's errors exit through SystemExit) and its stderr."""
+    capfd.readouterr()
+    try:
+        code = cli(argv)
+    except SystemExit as exit_:
+        code = exit_.code
+    return code, capfd.readouterr().err
+
+
+def argv_of(line: str, files: dict[str, str], tmp: Path) -> list[str]:
+    """The command line with `{name}`s filled in; `train` gets the tiny overrides after its Hydra
+    flags (later overrides win, so the case's own come last) and a run folder in `tmp`."""
+    command, *args = shlex.split(line.format(**files))
+    if command != "train":
+        return [command, *args]
+    flags = [a for i, a in enumerate(args) if a.startswith("-") or (i and args[i - 1] == "--cfg")]
+    overrides = [a for a in args if a not in flags]
+    folder = f"hydra.sweep.dir={tmp}" if "-m" in flags else f"hydra.run.dir={tmp}"
+    return [command, *flags, *TINY, *overrides, folder]
+
+
+@pytest.mark.parametrize(("line", "expected", "plugins"), CASES)
+def test_bad_input_is_one_line_and_exit_2(
+    line: str,
+    expected: str,
+    plugins: str | None,
+    files: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture,
+) -> None:
+    if plugins:
+        monkeypatch.setenv("ATTNX_PLUGIN_PATH", files[plugins])
+    code, err = run(argv_of(line, files, tmp_path), capfd)
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert code == 2, err
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert expected.format(**files) in lines[0]
+
+
+def test_unknown_input_tokens_are_a_warning(files: dict[str, str], capfd: pytest.CaptureFixture) -> None:
+    code, err = run(["predict", f"ckpt={files['rnn']}", "input=3 zz 1 qq zz"], capfd)
+    assert code == 0
+    assert err.strip() == "attnx predict: warning: read as <unk>, unknown to the model: zz, qq"
+
+
+def test_report_skips_each_unreadable_file_and_builds_from_the_rest(
+    files: dict[str, str], tmp_path: Path, capfd: pytest.CaptureFixture
+) -> None:
+    for name, text in {"list": "[1, 2]", "string": '"x"', "truncated": '{"status": '}.items():
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "results.json").write_text(text)
+    (tmp_path / "good").mkdir()
+    (tmp_path / "good" / "results.json").write_text(Path(files["runs"], "results.json").read_text())
+    code, err = run(["report", str(tmp_path)], capfd)
+    assert code == 0
+    assert err.splitlines() == [
+        f"attnx report: skipping {tmp_path / 'list' / 'results.json'}: a JSON list, not a run record",
+        f"attnx report: skipping {tmp_path / 'string' / 'results.json'}: a JSON str, not a run record",
+        f"attnx report: skipping {tmp_path / 'truncated' / 'results.json'}: not readable JSON "
+        "(Expecting value: line 1 column 12 (char 11))",
+    ]
+    assert json.loads((tmp_path / "good" / "results.json").read_text())["status"] == "completed"
+    assert (tmp_path / "report.md").exists()
