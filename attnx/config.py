@@ -206,7 +206,7 @@ def one_line(error: BaseException) -> str:
                 full_key = full_key or ln.split(":", 1)[1].strip()
             elif not ln.startswith(_NOISE) and "$VALUE" not in ln and ln not in parts:  # "$VALUE": a template
                 parts.append(ln)
-        current = current.__cause__ or current.__context__
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
     message = "; ".join(parts[:3])
     if full_key and full_key not in message:
         message += f" (key: {full_key})"

@@ -1,8 +1,9 @@
 """`attnx predict ckpt=PATH input="..."`: decode or classify one input with a trained checkpoint.
 
-The checkpoint is read with `torch.load(weights_only=True)`: attnx stores its model spec as plain
-data, so no pickled code runs. For attention mechanisms it also prints, per output step (or for
-the whole input when classifying), the source tokens that received the most attention.
+The checkpoint is verified and read with `torch.load(weights_only=True)` (attnx.lit.checkpoints):
+attnx stores its model spec as plain data, so no pickled code runs. For attention mechanisms it
+also prints, per output step (or for the whole input when classifying), the source tokens that
+received the most attention.
 
 Bad input (an unreadable checkpoint, an empty or too long input, a mistyped option) is one line on
 stderr and exit 2. Input tokens the model never saw are read as `<unk>`, with a one-line warning.
@@ -71,25 +72,18 @@ def parse(argv: list[str]) -> tuple[str, str, Any]:
 
 
 def read_checkpoint(path: str) -> dict[str, Any]:
-    """The checkpoint at `path` as plain data; anything torch.load refuses is a PredictError."""
-    import torch
+    """The checkpoint at `path` as plain data, verified (attnx.lit.checkpoints: checksum, safe loading,
+    finite weights); anything wrong with it is a PredictError naming the file."""
+    from attnx.lit.checkpoints import CheckpointError
+    from attnx.lit.checkpoints import load as load_checkpoint
 
     try:
-        checkpoint = torch.load(path, map_location="cpu", weights_only=True)
-    except FileNotFoundError as error:
-        raise PredictError(f"ckpt={path}: no such file") from error
-    except Exception as error:  # pickle, zip, EOF, a directory: each format fails its own way
-        raise PredictError(f"ckpt={path}: not a readable checkpoint ({_reason(error)})") from error
-    if not isinstance(checkpoint, dict) or "attnx_spec" not in checkpoint:
+        checkpoint = load_checkpoint(path)
+    except CheckpointError as error:
+        raise PredictError(f"ckpt={path}: {error.reason}") from None
+    if "attnx_spec" not in checkpoint:
         raise PredictError(f"ckpt={path}: not an attnx checkpoint (no model spec inside)")
     return checkpoint
-
-
-def _reason(error: BaseException, width: int = 100) -> str:
-    """The error's type and the first line of its message, at most `width` characters."""
-    first = next(iter(str(error).splitlines()), "")
-    reason = f"{type(error).__name__}: {first}" if first else type(error).__name__
-    return reason if len(reason) <= width else reason[: width - 1] + "…"
 
 
 def load(path: str, decode: dict[str, Any] | None = None) -> Any:

@@ -187,7 +187,7 @@ class Registry:
 def unknown_message(kind: str, name: str, names: list[str], aliases: Iterable[str] = ()) -> str:
     """ "unknown score 'x'; did you mean 'y'? available: ...", the closest of names and aliases."""
     close = difflib.get_close_matches(name, [*names, *aliases], n=1, cutoff=0.5)
-    hint = f"; did you mean '{close[0]}'?" if close else ""
+    hint = f"; did you mean '{close[0]}'?" if close else ";"
     return f"unknown {kind} '{name}'{hint} available: {', '.join(names) or '(none)'}"
 
 

@@ -131,7 +131,7 @@ def _run(cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, signals: Si
         # registered names, not aliases as typed: `attention=bahdanau` is recorded as additive
         "choices": {k: (cfg.get(k) or {}).get("name") for k in ("task", "encoder", "attention", "score")},
         "output_dir": str(output_dir),
-        "config": OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False),
+        "config": None,  # resolved in the try below: a bad interpolation is the user's error, recorded
     }
     done = completed(output_dir) if cfg.resume == "auto" else None
     if done and _same_run(done["overrides"], record["overrides"]):
@@ -141,6 +141,7 @@ def _run(cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, signals: Si
     try:
         write_results(output_dir, record)
         try:
+            record["config"] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
             task, module, trainer = assemble(cfg, signals)
             record["choices"]["score"] = resolve_score_name(cfg.attention.name, _plain(cfg.get("score")))
             record["model_type"] = task.model_type
@@ -175,6 +176,8 @@ def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any,
     torch.set_num_threads(cfg.threads)
 
     import lightning.pytorch as pl
+    from hydra.errors import InstantiationException
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
 
     from attnx.lit import lit_module
 
@@ -196,7 +199,10 @@ def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any,
         "classes": list(task.classes) if task.model_type == "classification" else None,
     }
     module = lit_module(spec)
-    trainer = _trainer(cfg, signals)
+    try:
+        trainer = _trainer(cfg, signals)
+    except (InstantiationException, MisconfigurationException) as error:  # what validate cannot see
+        raise ConfigError(f"trainer: {error.__cause__ or error}") from None
     return task, module, trainer
 
 
@@ -326,7 +332,7 @@ def _fail(
         )
         return math.nan
     if user_error:
-        raise UserError(str(error)) from error
+        raise UserError(one_line(error)) from error
     from attnx.lit.module import NonFiniteLoss
 
     if isinstance(error, (OSError, NonFiniteLoss)):  # the machine or the numbers, not a bug: no traceback

@@ -46,9 +46,9 @@ def read_results(path: str | Path) -> dict[str, Any]:
     try:
         record = json.loads(Path(path).read_text())
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: unreadable ({error})") from error
+        raise ValueError(f"{path}: not readable JSON ({error})") from error
     if not isinstance(record, dict):
-        raise ValueError(f"{path}: not a results record (a JSON {type(record).__name__}, expected an object)")
+        raise ValueError(f"{path}: a JSON {type(record).__name__}, not a run record")
     return record
 
 
