@@ -69,7 +69,9 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
-def test_sigterm_and_sigint_save_a_checkpoint_record_interrupted_and_resume_completes(tmp_path: Path) -> None:
+def test_sigterm_and_sigint_save_a_checkpoint_record_interrupted_and_resume_completes(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
     run = tmp_path / "run"
     args = ["train", *LONG, "trainer.max_epochs=3", f"hydra.run.dir={run}"]
     first = launch(args)
@@ -81,6 +83,8 @@ def test_sigterm_and_sigint_save_a_checkpoint_record_interrupted_and_resume_comp
     assert stopped["status"] == "interrupted" and stopped["error"] == "interrupted by SIGTERM"
     saved = torch.load(stopped["checkpoint"], weights_only=True)
     assert saved["global_step"] == stopped["steps"] > 0  # the checkpoint is the moment it stopped
+    assert cli(["report", str(run)]) == 0
+    assert "0/1 runs completed; 1 interrupted" in capsys.readouterr().out
 
     second = launch([*args, "resume=auto"])
     wait_for(lambda: record(run).get("pid") == second.pid, what="the resumed run's record")
@@ -104,6 +108,8 @@ def test_a_second_run_in_a_busy_folder_is_refused_and_a_killed_run_is_listed_as_
     assert f"is in use by pid {holder.pid}" in one_line(capsys.readouterr().err)
     assert record(run)["pid"] == holder.pid  # nothing of the holder's was overwritten
     assert "attention=dot" not in (run / ".hydra" / "overrides.yaml").read_text()
+    assert cli(["report", str(run)]) == 0
+    assert "0/1 runs completed; 1 running" in capsys.readouterr().out
 
     os.kill(holder.pid, signal.SIGKILL)
     holder.join(30)

@@ -3,6 +3,7 @@ becomes a typed command-line choice."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -29,6 +30,8 @@ def test_readme_plugin_example_passes_the_kit_and_composes(tmp_path: Path) -> No
     code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "rbf.py").write_text(code)
-    done = subprocess.run([sys.executable, "-c", CHECK], cwd=tmp_path, capture_output=True, text=True)
+    trusted = os.environ | {"ATTNX_PLUGIN_PATH": "plugins"}  # as the README says: a launch folder's plugins
+    command = [sys.executable, "-c", CHECK]
+    done = subprocess.run(command, cwd=tmp_path, env=trusted, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "name: rbf" in done.stdout and "bandwidth: 0.5" in done.stdout
