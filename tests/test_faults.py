@@ -23,6 +23,7 @@ import pytest
 import torch
 from tiny import TINY, TINY_MODEL, TINY_RNN, completed, results, sizes, train
 
+from attnx import registry
 from attnx.cli import main as cli
 
 pytestmark = pytest.mark.e2e
@@ -303,3 +304,19 @@ def test_a_sweep_with_a_failed_run_exits_non_zero_with_a_summary(
     assert train(tmp_path, *TINY, "attention=dot,fixed_c", "score=dot", sweep=True) == 1
     assert f"1 completed, 1 failed: see {tmp_path / '1' / 'results.json'}" in capsys.readouterr().out
     assert [r["status"] for r in results(tmp_path)] == ["completed", "failed"]
+
+
+def test_under_slurm_the_requeue_signal_is_left_to_submitit(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lightning.pytorch.plugins.environments import SLURMEnvironment
+
+    from attnx.config import compose
+    from attnx.lit.checkpoints import VerifiedCheckpointIO
+    from attnx.train import assemble
+
+    registry.load_all()
+    for key, value in {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "attnx", "SLURM_JOB_ID": "7"}.items():
+        monkeypatch.setenv(key, value)
+    _, _, trainer = assemble(compose([*TINY, "paths.output_dir=unused"]))
+    environment = trainer._accelerator_connector.cluster_environment
+    assert isinstance(environment, SLURMEnvironment) and not environment.auto_requeue
+    assert isinstance(trainer.strategy.checkpoint_io, VerifiedCheckpointIO)

@@ -56,7 +56,7 @@ def test_rows_are_configurations_with_seeds_averaged_and_failures_apart(
     sweep: Path, capsys: pytest.CaptureFixture
 ) -> None:
     assert cli(["report", str(sweep)]) == 0
-    table, failed = capsys.readouterr().out.split("failed or unfinished runs:")
+    table, failed = capsys.readouterr().out.split("runs that did not complete:")
     lines = table.strip().splitlines()
     assert [c.strip() for c in lines[0].strip("| ").split("|")][:4] == [
         "attention",
@@ -75,7 +75,7 @@ def test_rows_are_configurations_with_seeds_averaged_and_failures_apart(
     assert "| dot " in failed and "RuntimeError: boom" in failed and "more lines" not in failed
 
     report = (sweep / "report.md").read_text()
-    assert "8 of 9 runs completed" in report and "`experiment=lengths`" in report
+    assert "8/9 runs completed; 1 failed." in report and "`experiment=lengths`" in report
     assert "best test/exact_match: 0.9500 (attention=additive, task.max_len=8)" in report
     plot = sweep / "test_exact_match_vs_task.max_len.png"
     assert plot.read_bytes().startswith(b"\x89PNG") and f"]({plot.name})" in report

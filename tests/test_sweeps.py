@@ -105,7 +105,14 @@ from attnx.nn.scores import DotScore
 
 @register_score("exploding")
 class ExplodingScore(DotScore):
+    # right shapes (it passes the shape check before training), then a crash in the first backward
     def forward(self, query, keys):
+        scores = super().forward(query, keys)
+        if scores.requires_grad:
+            scores.register_hook(self.explode)
+        return scores
+
+    def explode(self, grad):
         raise RuntimeError("boom: this score always fails")
 """
 
@@ -124,9 +131,16 @@ def test_a_crashing_run_is_recorded_and_the_others_are_reported(tmp_path: Path) 
         f"hydra.sweep.dir={sweep}",
     ]
     code = "import sys, attnx.cli; sys.exit(attnx.cli.main(sys.argv[1:]))"
-    subprocess.run(
-        [sys.executable, "-c", code, "train", *args], cwd=tmp_path, check=True, capture_output=True
+    trusted = os.environ | {"ATTNX_PLUGIN_PATH": "plugins"}
+    done = subprocess.run(
+        [sys.executable, "-c", code, "train", *args],
+        cwd=tmp_path,
+        env=trusted,
+        capture_output=True,
+        text=True,
     )
+    assert done.returncode == 1, done.stderr  # after every run has ended, since one failed
+    assert f"2 completed, 1 failed: see {sweep / '1' / 'results.json'}" in done.stdout
     by_score = {r["choices"]["score"]: r for r in results(sweep)}
     assert by_score["exploding"]["status"] == "failed"
     assert "boom: this score always fails" in by_score["exploding"]["error"]
@@ -135,10 +149,10 @@ def test_a_crashing_run_is_recorded_and_the_others_are_reported(tmp_path: Path) 
     report = subprocess.run(
         [sys.executable, "-c", code, "report", str(sweep)], capture_output=True, text=True, check=True
     ).stdout
-    table, failed = report.split("failed or unfinished runs:")
+    table, failed = report.split("runs that did not complete:")
     assert "| score " in table and "| dot " in table and "| general " in table
     assert "exploding" not in table and "| exploding " in failed and "boom" in failed
-    assert "2/3 runs completed" in failed
+    assert "2/3 runs completed; 1 failed" in failed
 
 
 def test_resume_auto_skips_completed_runs_and_resumes_the_rest(tmp_path: Path) -> None:
