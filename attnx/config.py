@@ -1,20 +1,15 @@
-"""Config checks that turn bad input into one clear line before any training starts."""
+"""Composing `attnx train`'s config as the CLI does, and checking its overrides before anything
+launches: unknown group options with did-you-mean, Hydra's own errors as one line. The semantic
+checks of a composed config are `attnx.checks`."""
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
-import inspect
-import operator
 import os
-import types
-import typing
-from collections.abc import Callable, Collection
-from fnmatch import fnmatch
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry, schema
 
@@ -172,21 +167,6 @@ def compose(
     return cfg
 
 
-def _appended(node: Any, prefix: str = "") -> list[tuple[str, list[str]]]:
-    """(key, the allowed keys) for every key that a schema-typed node's dataclass lacks: Hydra's merge
-    rejects them, but a `+key=value` override opens the node and appends past the schema."""
-    if not isinstance(node, DictConfig) or node._is_missing() or node._is_none():
-        return []
-    node_type = OmegaConf.get_type(node)
-    fields = list(node_type.__dataclass_fields__) if dataclasses.is_dataclass(node_type) else None
-    found = []
-    for key, value in node.items_ex(resolve=False):
-        if fields is not None and key not in fields:
-            found.append((f"{prefix}{key}", fields))
-        found += _appended(value, f"{prefix}{key}.")
-    return found
-
-
 def _missing(node: Any, prefix: str = "") -> list[str]:
     """Keys left at `???` (a required constructor argument nobody set), without resolving anything."""
     if isinstance(node, dict):
@@ -211,185 +191,3 @@ def one_line(error: BaseException) -> str:
     if full_key and full_key not in message:
         message += f" (key: {full_key})"
     return message
-
-
-# Bounds the schema's types cannot express: key -> (comparison, bound). A key that a config lacks (a user's
-# optimiser without weight_decay) is not checked.
-BOUNDS = {
-    "threads": (">=", 1),
-    "optim.lr": (">", 0),
-    "optim.optimizer.weight_decay": (">=", 0),
-    "optim.scheduler.warmup_steps": (">=", 0),
-    "decode.beam_size": (">=", 1),
-    "decode.max_len_ratio": (">", 0),
-}
-_COMPARE = {">": operator.gt, ">=": operator.ge}
-
-# Bounds by field name, one rule for every field of `model` and of the registry's sections (task,
-# encoder, attention, score: plugins' too, whose fields nobody listed): a size or a count is a
-# positive integer, a dropout probability lies in [0, 1). A field set to null is not checked.
-SECTIONS = ("model", *registry.KINDS)
-FIELD_RULES: tuple[tuple[tuple[str, ...], str, Callable[[Any], bool]], ...] = (
-    (
-        ("*_dim", "*_size", "num_*", "*_layers", "*_heads", "max_len", "window"),
-        "a positive integer",
-        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-    ),
-    (("dropout", "*_dropout"), "in [0, 1)", lambda v: isinstance(v, int | float) and 0 <= v < 1),
-)
-
-
-def check_bounds(cfg: DictConfig, bounds: dict[str, tuple[str, float]] = BOUNDS) -> None:
-    """Each of `bounds` that `cfg` sets, as in BOUNDS (`attnx predict` adds its own keys)."""
-    for key, (comparison, bound) in bounds.items():
-        value = OmegaConf.select(cfg, key)
-        if value is not None and not _COMPARE[comparison](value, bound):
-            raise ConfigError(f"{key} must be {comparison} {bound}, got {value}")
-
-
-def check_fields(cfg: DictConfig) -> None:
-    """FIELD_RULES on every field of SECTIONS, by its name."""
-    for section in SECTIONS:
-        values = OmegaConf.to_container(cfg[section], resolve=True) if cfg.get(section) is not None else {}
-        for key, value in values.items():
-            for patterns, allowed, holds in FIELD_RULES:
-                if value is not None and any(fnmatch(key, p) for p in patterns) and not holds(value):
-                    raise ConfigError(f"{section}.{key}={value}: must be {allowed}")
-
-
-def check_betas(cfg: DictConfig) -> None:
-    """Adam's (β₁, β₂), where the optimiser has them: two decay rates in [0, 1)."""
-    betas = OmegaConf.select(cfg, "optim.optimizer.betas")
-    if betas is not None and not (len(betas) == 2 and all(0 <= b < 1 for b in betas)):
-        raise ConfigError(
-            f"optim.optimizer.betas={list(betas)}: must be two numbers in [0, 1), e.g. [0.9,0.999]"
-        )
-
-
-def validate(cfg: DictConfig) -> None:
-    """Semantic checks Hydra's types cannot express; each error names the keys involved."""
-    appended = _appended(cfg)
-    if appended:
-        key, fields = appended[0]
-        raise ConfigError(f"unknown key {key}; allowed: {', '.join(fields)}")
-    check_bounds(cfg)
-    check_fields(cfg)
-    check_betas(cfg)
-    if cfg.resume not in (None, "auto"):
-        raise ConfigError(f"resume must be null or auto, got {cfg.resume!r}")
-    check_trainer(cfg.trainer)
-    from attnx.models.build import resolve_score_name
-    from attnx.nn.attention import PLACEMENTS
-
-    attention = registry.get("attention", cfg.attention.name)
-    resolve_score_name(cfg.attention.name, cfg.get("score"))
-
-    task = registry.get("task", cfg.task.name)
-    if task.model_type == "seq2seq" and attention.placement not in PLACEMENTS:
-        raise ConfigError(
-            f"attention={cfg.attention.name} cannot drive a decoder (placement {attention.placement!r}, "
-            f"expected one of {', '.join(PLACEMENTS)}), so it cannot be used with "
-            f"the seq2seq task={cfg.task.name}"
-        )
-    check_plugins(cfg)
-
-
-def check_trainer(trainer: DictConfig) -> None:
-    """Every `trainer.*` key is an argument of Lightning's Trainer with a value of its annotated type,
-    and the accelerator exists and is available here. The Trainer itself takes `max_epochs=ten` and
-    fails only when the fit loop compares it. Interpolated values are checked by the Trainer."""
-    import lightning.pytorch as pl
-
-    hints = typing.get_type_hints(pl.Trainer.__init__)
-    for key, value in trainer.items_ex(resolve=False):
-        if key.startswith("_") or OmegaConf.is_interpolation(trainer, key):  # _target_, _partial_
-            continue
-        if key not in hints:
-            close = difflib.get_close_matches(key, list(hints), n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"unknown key trainer.{key}: not an argument of lightning's Trainer{hint}")
-        plain = OmegaConf.to_container(value) if isinstance(value, DictConfig | ListConfig) else value
-        if not _fits(plain, hints[key]):
-            expected = inspect.formatannotation(hints[key])
-            raise ConfigError(f"trainer.{key}={plain}: expected {expected}")
-    if isinstance(trainer.get("accelerator"), str):
-        check_accelerator(trainer.accelerator)
-
-
-def _fits(value: Any, annotation: Any) -> bool:
-    """Whether a config value can be passed as `annotation`. Optional, Union, Literal, int, float,
-    bool, str, list and dict are checked; any other class passes, since a string or a `_target_`
-    node may stand for it (`strategy: ddp`, a profiler object)."""
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return any(_fits(value, a) for a in args)
-    if origin is typing.Literal:
-        return value in args
-    if origin is list:
-        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
-    if origin is dict:
-        return isinstance(value, dict)
-    checked = {
-        type(None): type(None),
-        bool: bool,
-        int: int,
-        float: (int, float),
-        str: str,
-        list: list,
-        dict: dict,
-    }
-    if annotation not in checked:
-        return True
-    # bool is an int to isinstance, but `max_epochs=true` is no number of epochs
-    return isinstance(value, checked[annotation]) and (annotation is bool or not isinstance(value, bool))
-
-
-def check_accelerator(name: str) -> None:
-    """A known accelerator (Lightning's AcceleratorRegistry, and its `auto` and `gpu`) that is
-    available on this machine; the error lists the ones that are."""
-    from lightning.pytorch.accelerators import AcceleratorRegistry
-
-    usable = {
-        n: AcceleratorRegistry[n]["accelerator"].is_available()
-        for n in AcceleratorRegistry.available_accelerators()
-    }
-    usable |= {"auto": True, "gpu": usable.get("cuda", False) or usable.get("mps", False)}
-    available = ", ".join(sorted(n for n, ok in usable.items() if ok))
-    if name not in usable:
-        close = difflib.get_close_matches(name, list(usable), n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise ConfigError(
-            f"trainer.accelerator={name}: unknown accelerator{hint} known: {', '.join(sorted(usable))}; "
-            f"available here: {available}"
-        )
-    if not usable[name]:
-        raise ConfigError(
-            f"trainer.accelerator={name}: not available on this machine; available: {available}"
-        )
-
-
-def check_plugins(cfg: DictConfig) -> None:
-    """The conformance kit's shape check on a plugin score or mechanism with the configured
-    hyperparameters, so that a wrong shape is the kit's one line before training, not a size
-    mismatch inside a decoder. Built-ins are skipped: they pass the whole kit (tests/test_kit.py)."""
-    from attnx.models.build import resolve_score_name, score_factory
-    from attnx.testing import check_attention_shapes, check_score_shapes
-
-    def plugin(kind: str, name: str | None) -> bool:
-        return name is not None and registry.registry(kind).entry(name).origin != "built-in"
-
-    def hyperparams(section: DictConfig) -> dict[str, Any]:
-        return {k: v for k, v in OmegaConf.to_container(section, resolve=True).items() if k != "name"}
-
-    score_name = resolve_score_name(cfg.attention.name, cfg.get("score"))
-    score = hyperparams(cfg.score) if cfg.get("score") is not None else {}
-    try:
-        if plugin("score", score_name):
-            check_score_shapes(registry.get("score", score_name), **score)
-        if plugin("attention", cfg.attention.name):
-            factory = None if score_name is None else score_factory({"name": score_name, **score})
-            check_attention_shapes(
-                registry.get("attention", cfg.attention.name), factory, **hyperparams(cfg.attention)
-            )
-    except AssertionError as error:
-        raise ConfigError(f"fails the conformance kit (attnx plugins check): {error}") from error

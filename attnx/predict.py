@@ -39,7 +39,7 @@ class PredictOptions:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
-BOUNDS = {"top_k": (">=", 1), "max_input_len": (">=", 1)}  # next to attnx.config.BOUNDS' decode.*
+BOUNDS = {"top_k": (">=", 1), "max_input_len": (">=", 1)}  # next to attnx.checks.BOUNDS' decode.*
 
 
 class PredictError(Exception):
@@ -50,7 +50,7 @@ def parse(argv: list[str]) -> tuple[str, str, Any]:
     """(ckpt, input, the typed and bounds-checked `PredictOptions`) from `key=value` arguments."""
     from omegaconf import OmegaConf
 
-    from attnx import config
+    from attnx import checks, config
 
     pairs = [item.partition("=") for item in argv]
     bare = [key for key, sep, _ in pairs if not sep]
@@ -63,7 +63,7 @@ def parse(argv: list[str]) -> tuple[str, str, Any]:
     rest = [item for item in argv if item.partition("=")[0] not in ("ckpt", "input")]
     try:
         options = OmegaConf.merge(OmegaConf.structured(PredictOptions), OmegaConf.from_dotlist(rest))
-        config.check_bounds(options, {**config.BOUNDS, **BOUNDS})  # train's decode.* bounds too
+        checks.check_bounds(options, {**checks.BOUNDS, **BOUNDS})  # train's decode.* bounds too
     except config.ConfigError as error:
         raise PredictError(str(error)) from error
     except Exception as error:  # OmegaConf's type errors and unknown keys, naming the key

@@ -31,7 +31,8 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from attnx import registry
-from attnx.config import CONF_DIR, ConfigError, check_overrides, one_line, search_path_override, validate
+from attnx.checks import validate
+from attnx.config import CONF_DIR, ConfigError, check_overrides, one_line, search_path_override
 from attnx.models.build import resolve_score_name
 from attnx.track import sweep
 from attnx.track.lock import RunFolderBusy, RunLock

@@ -29,6 +29,7 @@ LAYERS = {
     "attnx.lit": 3,
     "attnx.track": 3,
     "attnx.config": 4,
+    "attnx.checks": 4,
     "attnx.train": 4,
     "attnx.predict": 4,
     "attnx.report": 4,
