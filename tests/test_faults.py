@@ -118,7 +118,7 @@ def test_a_second_run_in_a_busy_folder_is_refused_and_a_killed_run_is_listed_as_
     out = capsys.readouterr().out
     assert "0/1 runs completed; 1 stale" in out and f"pid {holder.pid}" in out
 
-    done = completed(run, *TINY, "resume=auto")
+    done = completed(run, *TINY_RNN, *TINY, "resume=auto")  # the holder's model: its checkpoint may exist
     assert done["pid"] == os.getpid()
     assert f"from pid {holder.pid}" in (run / "train.log").read_text()  # the stale lock, taken over
 

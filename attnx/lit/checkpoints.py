@@ -46,6 +46,8 @@ class CheckpointWriteError(OSError):
 
 
 class VerifiedCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint I/O with atomic writes, checksums and verified, safe loads."""
+
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
         buffer = io.BytesIO()
         torch.save(checkpoint, buffer)
