@@ -301,7 +301,9 @@ def _interrupted(record: dict[str, Any], output_dir: Path, signum: int, trainer:
     """Record a run stopped by a signal, with the checkpoint it saved and how far it got."""
     saved = None
     if trainer is not None:
-        saved = next((c.saved for c in trainer.callbacks if hasattr(c, "saved")), None)
+        from attnx.lit.interrupt import SaveOnInterrupt
+
+        saved = next((c.saved for c in trainer.callbacks if isinstance(c, SaveOnInterrupt)), None)
         record.update(epochs=trainer.current_epoch, steps=trainer.global_step)
     name = signal.Signals(signum).name
     record.update(status="interrupted", error=f"interrupted by {name}", checkpoint=saved)

@@ -57,12 +57,6 @@ class RunLock:
         os.close(self._fd)  # closing the last descriptor releases the flock
         self._fd = None
 
-    def __enter__(self) -> RunLock:
-        return self.acquire()
-
-    def __exit__(self, *exc: object) -> None:
-        self.release()
-
 
 def held(folder: str | Path) -> bool:
     """Whether a live process holds `folder`'s run lock (a shared probe that never blocks)."""
