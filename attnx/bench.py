@@ -35,7 +35,7 @@ from torch import nn
 from attnx import registry
 from attnx.cli import ArgumentParser
 from attnx.measure import count_flops, median_time, peak_memory
-from attnx.models.build import score_factory
+from attnx.models.build import build_host, score_factory
 from attnx.table import cell, markdown_table
 from attnx.vocab import SPECIALS
 
@@ -47,7 +47,7 @@ ENCODERS: dict[str, Callable[[int, int | None, int], dict[str, Any]]] = {
     "rnn": lambda d, heads, max_len: {"embed_dim": d, "hidden_dim": d // 2},  # two directions -> d
     "self_attn": lambda d, heads, max_len: {
         "d_model": d,
-        "num_heads": heads,
+        "attention": {"name": "multi_head", "num_heads": heads},
         "num_layers": 1,
         "ff_dim": 2 * d,
         "max_len": max_len,
@@ -190,7 +190,7 @@ def _widths(args: argparse.Namespace, has_heads: bool) -> list[tuple[int, int | 
 def build(case: Case, max_len: int) -> nn.Module:
     if case.kind == "encoder":
         params = ENCODERS[case.name](case.dim, case.heads, max_len)
-        return registry.build("encoder", {"name": case.name, **params}, vocab_size=VOCAB)
+        return build_host("encoder", {"name": case.name, **params}, vocab_size=VOCAB)
     hyper = {} if case.heads is None else {"num_heads": case.heads}
     factory = None if case.score is None else score_factory({"name": case.score})
     d = case.dim

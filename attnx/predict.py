@@ -91,12 +91,16 @@ def load(path: str, decode: dict[str, Any] | None = None) -> Any:
     to today's registry (renamed plugins, dropped hyperparameters: `registry.upgrade`)."""
     from attnx import registry
     from attnx.lit import lit_module
+    from attnx.models.build import MODEL_KEYS
 
     registry.load_all()
     checkpoint = read_checkpoint(path)
     spec = checkpoint["attnx_spec"]
-    for kind in ("task", "encoder", "attention", "score"):
-        if spec[kind] is not None:
+    if spec["model_type"] == "seq2seq" and spec.get("decoder") is None:
+        spec["decoder"] = {"name": "rnn", **spec["model"]}  # saved when `model` held the rnn decoder's sizes
+    spec["model"] = {k: v for k, v in spec["model"].items() if k in MODEL_KEYS}
+    for kind in ("task", "encoder", "decoder", "attention", "score"):
+        if spec.get(kind) is not None:
             spec[kind] = registry.upgrade(kind, spec[kind])
     spec["decode"].update(decode or {})
     module = lit_module(spec)

@@ -1,4 +1,4 @@
-"""Plugin registries: one per kind (score, attention, encoder, task).
+"""Plugin registries: one per kind (score, attention, encoder, decoder, task).
 
 A registered class gets a structured config in Hydra's ConfigStore (group = kind, name =
 registered name) built from its constructor signature, so `score=cosine score.temperature=0.1`
@@ -36,10 +36,32 @@ from typing import Any
 
 from omegaconf import MISSING
 
-KINDS = ("score", "attention", "encoder", "task")
+KINDS = ("score", "attention", "encoder", "decoder", "task")
 
 # Built-in modules whose import registers the built-in classes of each kind.
-_BUILTINS = ("attnx.nn.scores", "attnx.nn.attention", "attnx.nn.encoders", "attnx.tasks")
+_BUILTINS = ("attnx.nn.scores", "attnx.nn.attention", "attnx.nn.encoders", "attnx.nn.decoders", "attnx.tasks")
+ROLES = ("self", "causal", "cross")  # what an attention site asks of its mechanism (Attention's flags)
+
+
+@dataclass(frozen=True)
+class Slot:
+    """An attention site inside a registered class (a self-attention encoder's layers, a decoder's self-
+    attention). The class lists its slots in `slots = {"attention": Slot(...)}`; the slot's field and its
+    `score` field become config sub-groups (`encoder/attention=dot encoder/score=general`, then
+    `encoder.attention.*` hyperparameters), and the constructor receives, under the slot's name, a
+    factory (query_dim, key_dim, value_dim) -> Attention with the score built in.
+
+    role: "self" (bidirectional self-attention), "causal" (self-attention under a causal mask) or
+    "cross"; `default`: the mechanism when the user names none.
+    """
+
+    default: str
+    role: str
+    score: str = "score"
+
+
+def slots_of(cls: type) -> dict[str, Slot]:
+    return dict(getattr(cls, "slots", {}))
 
 
 class RegistryError(ValueError):
@@ -66,8 +88,15 @@ class Entry:
             return self.cls.__module__
 
     def hyperparams(self) -> dict[str, Any]:
-        """Name -> default (MISSING when required) of the user-settable constructor arguments."""
-        return {f.name: _default_of(f) for f in dataclasses.fields(config_class(self)) if f.name != "name"}
+        """Name -> default (MISSING when required) of the user-settable constructor arguments; slots
+        (config sub-groups) are not among them."""
+        skip = {"name", "defaults", *slot_fields(self.cls)}
+        return {f.name: _default_of(f) for f in dataclasses.fields(config_class(self)) if f.name not in skip}
+
+
+def slot_fields(cls: type) -> list[str]:
+    """The config fields of a class's slots: each slot's mechanism field, then its score field."""
+    return [name for slot_name, slot in slots_of(cls).items() for name in (slot_name, slot.score)]
 
 
 def _default_of(f: dataclasses.Field) -> Any:
@@ -79,10 +108,12 @@ def _default_of(f: dataclasses.Field) -> Any:
 
 
 # Constructor arguments that the model assembler supplies; all others are hyperparameters.
+# `num_heads` reaches a score only when its constructor takes it (per-head parameters: t5_bias).
 STRUCTURAL: dict[str, tuple[str, ...]] = {
-    "score": ("query_dim", "key_dim"),
+    "score": ("query_dim", "key_dim", "num_heads"),
     "attention": ("query_dim", "key_dim", "value_dim", "score"),
     "encoder": ("vocab_size",),
+    "decoder": ("vocab_size", "enc_dim", "cross_attention"),
     "task": (),
 }
 
@@ -195,12 +226,14 @@ REGISTRIES: dict[str, Registry] = {
     "score": Registry("score", "attnx.nn.scores:Score"),
     "attention": Registry("attention", "attnx.nn.attention:Attention"),
     "encoder": Registry("encoder", "attnx.nn.encoders:Encoder"),
+    "decoder": Registry("decoder", "attnx.nn.decoders:Decoder"),
     "task": Registry("task", "attnx.tasks.base:Task"),
 }
 
 register_score = REGISTRIES["score"].register
 register_attention = REGISTRIES["attention"].register
 register_encoder = REGISTRIES["encoder"].register
+register_decoder = REGISTRIES["decoder"].register
 register_task = REGISTRIES["task"].register
 
 
@@ -235,14 +268,21 @@ def upgrade(kind: str, section: Mapping[str, Any]) -> dict[str, Any]:
     load_all()
     entry = registry(kind).entry(section["name"])
     known = entry.hyperparams()
-    stale = sorted(set(section) - set(known) - {"name"})
+    slots = {f: k for name, slot in slots_of(entry.cls).items() for f, k in ((name, "attention"), (slot.score, "score"))}
+    stale = sorted(set(section) - set(known) - set(slots) - {"name"})
     if stale:
         warnings.warn(
             f"{kind} '{entry.name}' no longer takes {', '.join(stale)}; ignoring the saved value(s)",
             UserWarning,
             stacklevel=2,
         )
-    return {"name": entry.name, **{k: v for k, v in section.items() if k in known}}
+    upgraded = {"name": entry.name, **{k: v for k, v in section.items() if k in known}}
+    for field, slot_kind in slots.items():
+        value = section.get(field)
+        if isinstance(value, str):  # a slot saved as a plain name (`encoder.score: scaled_dot`)
+            value = {"name": value}
+        upgraded[field] = None if value is None else upgrade(slot_kind, value)
+    return upgraded
 
 
 # ---------------------------------------------------------------------------------------------
@@ -254,7 +294,8 @@ def config_class(entry: Entry) -> type:
     cached = getattr(entry.cls, "_attnx_config", None)
     if cached is not None and cached.__dataclass_fields__["name"].default == entry.name:
         return cached
-    skip = set(STRUCTURAL[entry.kind]) | {"self"}
+    slots = slots_of(entry.cls)
+    skip = set(STRUCTURAL[entry.kind]) | set(slots) | {"self"}
     signature = inspect.signature(entry.cls.__init__)
     try:
         hints = typing.get_type_hints(entry.cls.__init__)
@@ -270,6 +311,11 @@ def config_class(entry: Entry) -> type:
             fields.append((p.name, annotation, dataclasses.field(default_factory=lambda d=default: d)))
         else:
             fields.append((p.name, annotation, dataclasses.field(default=default)))
+    if slots:
+        # `_self_` first: the groups' options then fill the slot fields that stand at None here
+        defaults = ["_self_", *({name: option} for name, option in _slot_defaults(slots))]
+        fields.append(("defaults", list[Any], dataclasses.field(default_factory=lambda: list(defaults))))
+        fields += [(name, Any, dataclasses.field(default=None)) for name in slot_fields(entry.cls)]
     conf = dataclasses.make_dataclass(f"{entry.cls.__name__}Config", fields)
     entry.cls._attnx_config = conf
     return conf
@@ -294,14 +340,37 @@ def _config_type(annotation: Any) -> Any:
     return Any
 
 
+def _slot_defaults(slots: dict[str, Slot]) -> Iterator[tuple[str, str | None]]:
+    for name, slot in slots.items():
+        yield name, slot.default
+        yield slot.score, None  # no score named: the mechanism's own default_score
+
+
+# Config groups of slots: kind -> the groups ("encoder/attention", ...) whose options are its names.
+_slot_groups: dict[str, set[str]] = {"attention": set(), "score": set()}
+
+
 def _store_config(entry: Entry) -> None:
     _store(entry.kind, entry.name, config_class(entry))
+    for name, slot in slots_of(entry.cls).items():
+        for kind, group in (("attention", f"{entry.kind}/{name}"), ("score", f"{entry.kind}/{slot.score}")):
+            if group not in _slot_groups[kind]:
+                _slot_groups[kind].add(group)
+                reg = REGISTRIES[kind]
+                for other in [*reg._entries, *reg._aliases, *reg._renamed]:
+                    node = config_class(reg._entries[reg._target(other) or other])
+                    _store_group(group, other, node)
 
 
 def _store(kind: str, name: str, node: type) -> None:
+    for group in (kind, *sorted(_slot_groups.get(kind, ()))):
+        _store_group(group, name, node)
+
+
+def _store_group(group: str, name: str, node: type) -> None:
     from hydra.core.config_store import ConfigStore
 
-    ConfigStore.instance().store(group=kind, name=name, node=node)
+    ConfigStore.instance().store(group=group, name=name, node=node)
 
 
 # ---------------------------------------------------------------------------------------------

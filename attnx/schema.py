@@ -6,7 +6,7 @@ unknown key (`model.hiden_dim=8` in a YAML file) fails in Hydra's own merge, nam
 
 Every field but the optional groups is MISSING here: its default lives in one place, the YAML. Bounds
 that types cannot express (optim.lr > 0, ...) are `attnx.checks.validate`'s. The task, encoder,
-attention and score groups are typed by the registry, from their constructors (`attnx.registry`).
+decoder, attention and score groups are typed by the registry, from their constructors (`attnx.registry`).
 Storing the schema imports Hydra and OmegaConf only, never torch or Lightning.
 """
 
@@ -18,13 +18,8 @@ from omegaconf import MISSING
 
 @dataclass
 class ModelConfig:
-    """The seq2seq decoder and the classification head (the encoder has its own group); a classifier
-    reads only `dropout`."""
+    """The classification head (encoder and decoder have their own groups)."""
 
-    embed_dim: int = MISSING
-    hidden_dim: int = MISSING
-    cell: str = MISSING
-    num_layers: int = MISSING
     dropout: float = MISSING
 
 
@@ -98,6 +93,7 @@ class TrainConfig:
 
     task: Any = MISSING
     encoder: Any = MISSING
+    decoder: Any = MISSING
     attention: Any = MISSING
     score: Any = None
     model: ModelConfig = MISSING

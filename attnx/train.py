@@ -39,6 +39,8 @@ from attnx.track.lock import RunFolderBusy, RunLock
 from attnx.track.results import completed, write_results
 from attnx.track.signals import Interrupted, Signals
 
+CHOICES = ("task", "encoder", "decoder", "attention", "score")  # recorded by registered name in results
+
 log = logging.getLogger("attnx")
 
 
@@ -130,7 +132,7 @@ def _run(cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, signals: Si
         "started": time.strftime("%Y-%m-%d %H:%M:%S"),
         "overrides": list(hc.overrides.task),
         # registered names, not aliases as typed: `attention=bahdanau` is recorded as additive
-        "choices": {k: (cfg.get(k) or {}).get("name") for k in ("task", "encoder", "attention", "score")},
+        "choices": {k: (cfg.get(k) or {}).get("name") for k in CHOICES},
         "output_dir": str(output_dir),
         "config": None,  # resolved in the try below: a bad interpolation is the user's error, recorded
     }
@@ -145,6 +147,8 @@ def _run(cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, signals: Si
             record["config"] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
             task, module, trainer = assemble(cfg, signals)
             record["choices"]["score"] = resolve_score_name(cfg.attention.name, _plain(cfg.get("score")))
+            if task.model_type != "seq2seq":
+                record["choices"]["decoder"] = None  # a classifier has none; the group's default is unused
             record["model_type"] = task.model_type
         except (ConfigError, ValueError, registry.RegistryError, OmegaConfBaseException) as error:
             return _fail(record, output_dir, error, multirun, user_error=True)
@@ -189,6 +193,7 @@ def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any,
         "model_type": task.model_type,
         "task": _plain(cfg.task),
         "encoder": _plain(cfg.encoder),
+        "decoder": _plain(cfg.decoder) if task.model_type == "seq2seq" else None,
         "attention": _plain(cfg.attention),
         "score": _plain(cfg.get("score")),
         "model": _plain(cfg.model),

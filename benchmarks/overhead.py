@@ -37,7 +37,7 @@ CONFIGS = {
     "classifier": ["task=sentiment", "attention=none"],
     "self_attn": ["encoder=self_attn", "attention=multi_head"],
     # a deliberately tiny model: Lightning's fixed per-step cost shows most
-    "tiny": ["attention=none", "encoder.hidden_dim=32", "encoder.embed_dim=16", "model.hidden_dim=32"],
+    "tiny": ["attention=none", "encoder.hidden_dim=32", "encoder.embed_dim=16", "decoder.hidden_dim=32"],
 }
 COMMON = ["+trainer.limit_val_batches=0", "trainer.enable_progress_bar=false"]
 

@@ -21,7 +21,7 @@ from attnx.table import markdown_table
 
 RUNS = {
     "reverse, rnn (GRU) + additive: the default run": [],
-    "reverse, small GRU (64) + none": ["attention=none", "encoder.hidden_dim=64", "model.hidden_dim=64"],
+    "reverse, small GRU (64) + none": ["attention=none", "encoder.hidden_dim=64", "decoder.hidden_dim=64"],
 }
 BATCHES = 4
 

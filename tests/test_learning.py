@@ -9,7 +9,7 @@ from tiny import results, train
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
-SMALL = ["encoder.embed_dim=32", "encoder.hidden_dim=64", "model.embed_dim=32", "model.hidden_dim=64",
+SMALL = ["encoder.embed_dim=32", "encoder.hidden_dim=64", "decoder.embed_dim=32", "decoder.hidden_dim=64",
          "task.val_size=100", "task.test_size=100"]  # fmt: skip
 
 

@@ -83,7 +83,7 @@ def test_optuna_study_of_three_trials_persists_in_sqlite(tmp_path: Path) -> None
         "hydra.sweeper.n_trials=3",
         f"hydra.sweeper.storage={storage}",
         "hydra.sweeper.study_name=tiny",
-        "model.hidden_dim=choice(8,16)",  # the command line narrows the YAML's search space
+        "decoder.hidden_dim=choice(8,16)",  # the command line narrows the YAML's search space
         "attention.num_heads=choice(1,2)",
         *TINY_RNN,
         *TINY,

@@ -114,7 +114,7 @@ def test_incompatible_score_fails_before_training(tmp_path: Path, capsys: pytest
         ("optim/scheduler=linear", "unknown optim/scheduler 'linear'"),
         ("optim.lr=-0.1", "optim.lr must be > 0"),
         ("task.min_len=9 task.max_len=4", "max_len"),
-        ("attention=multi_head model.hidden_dim=10 attention.num_heads=3", "num_heads"),
+        ("attention=multi_head decoder.hidden_dim=10 attention.num_heads=3", "num_heads"),
     ],
 )
 def test_bad_input_is_one_clear_line(

@@ -15,11 +15,11 @@ TINY_RNN = ["encoder=rnn", "encoder.embed_dim=8", "encoder.hidden_dim=16"]
 TINY_SELF_ATTN = [
     "encoder=self_attn",
     "encoder.d_model=16",
-    "encoder.num_heads=2",
+    "encoder.attention.num_heads=2",
     "encoder.num_layers=1",
     "encoder.ff_dim=16",
 ]
-TINY_MODEL = ["model.embed_dim=8", "model.hidden_dim=16"]
+TINY_MODEL = ["decoder.embed_dim=8", "decoder.hidden_dim=16"]
 ONE_EPOCH = ["trainer.max_epochs=1", "optim.scheduler.warmup_steps=0"]
 
 

@@ -1,8 +1,15 @@
-"""Assemble a model from the config sections `encoder`, `attention`, `score` and `model`."""
+"""Assemble a model from the config sections `encoder`, `decoder`, `attention`, `score` and `model`.
+
+Every attention site gets a `Mechanism` (class, score, hyperparameters) checked against the site: its
+role (self, causal or cross: the mechanism's capability flags), whether the site has positions for a
+score that uses them, and whether the mechanism passes them on. `sites` states these rules once, for
+config validation (before any data is built) and for model assembly alike.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import inspect
 from collections.abc import Mapping
 from typing import Any
 
@@ -11,14 +18,14 @@ from torch import nn
 from attnx import registry
 from attnx.models.classifier import Classifier
 from attnx.models.seq2seq import Seq2Seq
-from attnx.nn.attention import ScoreFactory
-from attnx.nn.decoders import RNNDecoder
-from attnx.nn.scores import Score
+from attnx.nn.attention import Mechanism
+from attnx.nn.scores import Score, ScoreFactory
+from attnx.nn.transformer import refusal
 from attnx.schema import ModelConfig
 
 MODEL_TYPES = ("seq2seq", "classification")
 # The `model` keys: the schema's (attnx/schema.py), which a composed config has already passed; a call
-# from Python is checked against the same list. A classifier reads only `dropout`.
+# from Python is checked against the same list.
 MODEL_KEYS = tuple(f.name for f in dataclasses.fields(ModelConfig))
 
 
@@ -36,12 +43,89 @@ def resolve_score_name(attention_name: str, score_cfg: Mapping[str, Any] | None)
 
 
 def score_factory(score_cfg: Mapping[str, Any]) -> ScoreFactory:
-    """(query_dim, key_dim) -> Score with the config's hyperparameters; a mechanism may call it per head."""
+    """(query_dim, key_dim[, num_heads]) -> Score with the config's hyperparameters; a mechanism may
+    call it per head. `num_heads` reaches scores whose constructor takes it."""
+    takes_heads = "num_heads" in inspect.signature(registry.get("score", score_cfg["name"])).parameters
 
-    def make(query_dim: int, key_dim: int) -> Score:
-        return registry.build("score", score_cfg, query_dim=query_dim, key_dim=key_dim)
+    def make(query_dim: int, key_dim: int, num_heads: int = 1) -> Score:
+        heads = {"num_heads": num_heads} if takes_heads else {}
+        return registry.build("score", score_cfg, query_dim=query_dim, key_dim=key_dim, **heads)
 
     return make
+
+
+def mechanism(
+    where: tuple[str, str],
+    attention: Mapping[str, Any],
+    score: Mapping[str, Any] | None,
+    role: str,
+    has_positions: bool,
+) -> Mechanism:
+    """The site's Mechanism, or a ValueError naming the config keys (`where`: the attention and score
+    keys, e.g. ("encoder.attention", "encoder.score")) and the reason."""
+    attention_key, score_key = where
+    cls = registry.get("attention", attention["name"])
+    why = refusal(cls, role)
+    if why is not None:
+        raise ValueError(f"{attention_key}={attention['name']}: {why}")
+    try:
+        score_name = resolve_score_name(attention["name"], score)
+    except ValueError:
+        raise ValueError(
+            f"{attention_key}={attention['name']} uses no score function; remove {score_key}={score['name']}"
+        ) from None
+    if score_name is not None and registry.get("score", score_name).uses_positions:
+        if not has_positions:
+            raise ValueError(
+                f"{score_key}={score_name} uses positions, and this site ({attention_key}) has none"
+            )
+        if not cls.takes_positions:
+            raise ValueError(
+                f"{score_key}={score_name} uses positions, and {attention_key}={attention['name']} does "
+                "not pass them on (takes_positions = False)"
+            )
+    factory = None if score_name is None else score_factory(score or {"name": score_name})
+    hyperparams = {k: v for k, v in attention.items() if k != "name"}
+    return Mechanism(cls, factory, hyperparams)
+
+
+def slot_mechanisms(kind: str, section: Mapping[str, Any]) -> dict[str, Mechanism]:
+    """A Mechanism per slot of a registered class (`registry.Slot`), from its section's sub-sections."""
+    mechanisms = {}
+    for name, slot in registry.slots_of(registry.get(kind, section["name"])).items():
+        attention = section.get(name) or {"name": slot.default}
+        where = (f"{kind}.{name}", f"{kind}.{slot.score}")
+        mechanisms[name] = mechanism(where, attention, section.get(slot.score), slot.role, has_positions=True)
+    return mechanisms
+
+
+def build_host(kind: str, section: Mapping[str, Any], **structural: Any) -> Any:
+    """`registry.build` for a class that may host slots: their sections become Mechanisms."""
+    slots = slot_mechanisms(kind, section)
+    fields = set(registry.slot_fields(registry.get(kind, section["name"])))
+    plain = {k: v for k, v in section.items() if k not in fields}
+    return registry.build(kind, plain, **structural, **slots)
+
+
+def sites(
+    model_type: str,
+    encoder: Mapping[str, Any],
+    attention: Mapping[str, Any],
+    score: Mapping[str, Any] | None,
+    decoder: Mapping[str, Any] | None,
+) -> dict[str, Mechanism]:
+    """Every attention site of the model the sections describe, checked: the slots of the encoder and
+    decoder, and the run's `attention` as the decoder's cross-attention or the classifier's pooling."""
+    found = {f"encoder.{k}": m for k, m in slot_mechanisms("encoder", encoder).items()}
+    if model_type == "classification":
+        found["attention"] = mechanism(("attention", "score"), attention, score, "cross", has_positions=False)
+        return found
+    if decoder is None:
+        raise ValueError("a seq2seq model needs a decoder section")
+    has_positions = registry.get("decoder", decoder["name"]).cross_positions
+    found["attention"] = mechanism(("attention", "score"), attention, score, "cross", has_positions)
+    found |= {f"decoder.{k}": m for k, m in slot_mechanisms("decoder", decoder).items()}
+    return found
 
 
 def build_model(
@@ -51,37 +135,27 @@ def build_model(
     attention: Mapping[str, Any],
     score: Mapping[str, Any] | None,
     model: Mapping[str, Any],
+    decoder: Mapping[str, Any] | None = None,
     tgt_vocab: int | None = None,
     num_classes: int | None = None,
 ) -> nn.Module:
-    """A `Seq2Seq` (model_type "seq2seq", needs tgt_vocab) or a `Classifier` ("classification",
-    needs num_classes)."""
+    """A `Seq2Seq` (model_type "seq2seq", needs decoder and tgt_vocab) or a `Classifier`
+    ("classification", needs num_classes)."""
     if model_type not in MODEL_TYPES:
         raise ValueError(f"model_type must be one of {', '.join(MODEL_TYPES)}; got {model_type!r}")
     unknown = sorted(set(model) - set(MODEL_KEYS))
     if unknown:
         raise ValueError(f"unknown model key(s) {', '.join(unknown)}; allowed: {', '.join(MODEL_KEYS)}")
-
-    enc = registry.build("encoder", encoder, vocab_size=src_vocab)
-    score_name = resolve_score_name(attention["name"], score)
-    factory = None if score_name is None else score_factory(score or {"name": score_name})
+    cross = sites(model_type, encoder, attention, score, decoder)["attention"]
+    enc = build_host("encoder", encoder, vocab_size=src_vocab)
 
     if model_type == "classification":
         if num_classes is None:
             raise ValueError("a classification model needs num_classes")
-        dims = {"query_dim": enc.output_dim, "key_dim": enc.output_dim, "value_dim": enc.output_dim}
-        pooling = registry.build("attention", attention, **dims, score=factory)
-        return Classifier(enc, pooling, num_classes, **{k: v for k, v in model.items() if k == "dropout"})
+        pooling = cross(enc.output_dim, enc.output_dim, enc.output_dim)
+        return Classifier(enc, pooling, num_classes, **model)
 
     if tgt_vocab is None:
         raise ValueError("a seq2seq model needs tgt_vocab")
-    options = dict(model)
-    hidden_dim = options.pop("hidden_dim", 128)
-    embed_dim = options.pop("embed_dim", 64)
-    # Scored mechanisms attend in the decoder's space (see RNNDecoder); none/fixed_c read C as is.
-    placement = registry.get("attention", attention["name"]).placement
-    memory_dim = hidden_dim if placement in ("before", "after") else enc.output_dim
-    dims = {"query_dim": hidden_dim, "key_dim": memory_dim, "value_dim": memory_dim}
-    mechanism = registry.build("attention", attention, **dims, score=factory)
-    decoder = RNNDecoder(tgt_vocab, embed_dim, hidden_dim, enc.output_dim, mechanism, **options)
-    return Seq2Seq(enc, decoder)
+    dec = build_host("decoder", decoder, vocab_size=tgt_vocab, enc_dim=enc.output_dim, cross_attention=cross)
+    return Seq2Seq(enc, dec)

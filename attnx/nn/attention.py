@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnx.nn.scores import ScaledDotScore, Score
+from attnx.nn.positions import Positions
+from attnx.nn.scores import ScaledDotScore, Score, ScoreFactory, build_score
 from attnx.registry import register_attention, registry
 
 PLACEMENTS = ("none", "fixed_c", "before", "after")  # see Attention
-ScoreFactory = Callable[[int, int], Score]  # (query_dim, key_dim) -> Score; a Score class is one
+CAPABILITIES = ("self_attention", "cross_attention", "causal", "takes_positions", "position_free", "incremental")
+
+
+@dataclass(frozen=True)
+class Mechanism:
+    """An attention class with its score and hyperparameters, waiting for a site's dims:
+    `Mechanism(cls, score, hyperparams)(query_dim, key_dim, value_dim)` builds it. A site reads the
+    class's capability flags from `cls` before building."""
+
+    cls: type[Attention]
+    score: ScoreFactory | None = None
+    hyperparams: dict[str, Any] = field(default_factory=dict)
+
+    def __call__(self, query_dim: int, key_dim: int, value_dim: int) -> Attention:
+        return self.cls(query_dim, key_dim, value_dim, self.score, **self.hyperparams)
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -34,10 +49,27 @@ class Attention(nn.Module):
       "after"   RNN step first, query h_t, attentional state tanh(W_c[c_t; h_t]) (Luong 2015).
     `default_score` is the score used when the user picks none; None means the mechanism takes
     no score (a config that gives it one is refused by `attnx.models.build.resolve_score_name`).
+
+    Capabilities (as xformers' attention registry): what generic code (sites, the kit) may ask of it.
+      self_attention   it can attend a sequence to itself (an encoder or decoder layer)
+      cross_attention  it can attend queries to another sequence (a decoder's memory, pooling)
+      takes_positions  `attend` takes `positions=` (`Positions`), and passes them to its score
+      causal           under `positions.causal` query i sees only keys j ≤ i (implies takes_positions)
+      position_free    permuting keys with their values permutes nothing in the output, and in self-
+                       attention permuted inputs give permuted outputs (with a position-free score)
+      incremental      `extend(prepared, keys, values, mask)` appends keys to what `prepare` made (a
+                       decoder's key/value cache); otherwise a cache re-prepares its stored keys
+    The defaults promise nothing beyond the 2015 contract: a plugin declares what it supports.
     """
 
     placement: ClassVar[str] = "after"
     default_score: ClassVar[str | None] = "dot"
+    self_attention: ClassVar[bool] = True
+    cross_attention: ClassVar[bool] = True
+    takes_positions: ClassVar[bool] = False
+    causal: ClassVar[bool] = False
+    position_free: ClassVar[bool] = False
+    incremental: ClassVar[bool] = False
 
     def __init__(
         self, query_dim: int, key_dim: int, value_dim: int, score: ScoreFactory | None = None
@@ -48,10 +80,13 @@ class Attention(nn.Module):
         self.value_dim = value_dim
         self.output_dim = value_dim  # dim of the returned context; subclasses may change it
 
-    def make_score(self, score: ScoreFactory | None, query_dim: int, key_dim: int) -> Score:
-        """`score(query_dim, key_dim)`, or this mechanism's `default_score` when `score` is None."""
+    def make_score(
+        self, score: ScoreFactory | None, query_dim: int, key_dim: int, num_heads: int = 1
+    ) -> Score:
+        """`score(query_dim, key_dim)`, or this mechanism's `default_score` when `score` is None;
+        `num_heads` reaches a score whose constructor takes it."""
         factory = score if score is not None else registry("score").get(self.default_score)
-        return factory(query_dim, key_dim)
+        return build_score(factory, query_dim, key_dim, num_heads)
 
     def memory(
         self, states: torch.Tensor, summary: torch.Tensor, mask: torch.Tensor
@@ -66,8 +101,26 @@ class Attention(nn.Module):
     def attend(
         self, query: torch.Tensor, prepared: Any, need_weights: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """query [B, Tq, Dq] -> (context [B, Tq, output_dim], weights [B, (H,) Tq, Tk] or None)."""
+        """query [B, Tq, Dq] -> (context [B, Tq, output_dim], weights [B, (H,) Tq, Tk] or None).
+
+        A mechanism that `takes_positions` adds `positions: Positions | None = None`."""
         raise NotImplementedError
+
+    def extend(self, prepared: Any, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> Any:
+        """`prepare` of the keys behind `prepared` followed by these [B, Tn, ·]; only when `incremental`.
+        Every tensor in the result is batch-first, so a beam search can reorder the cache."""
+        raise NotImplementedError(f"{type(self).__name__} is not incremental")
+
+    def attend_at(
+        self, query: torch.Tensor, prepared: Any, positions: Positions | None, need_weights: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`attend`, with the positions when the mechanism takes them: the call every site makes.
+        A causal request to a mechanism that is not `causal` is refused, never silently ignored."""
+        if positions is not None and positions.causal and not self.causal:
+            raise ValueError(f"{type(self).__name__} is not causal; it cannot serve a causal site")
+        if self.takes_positions:
+            return self.attend(query, prepared, need_weights, positions=positions)
+        return self.attend(query, prepared, need_weights)
 
     def forward(
         self,
@@ -76,8 +129,9 @@ class Attention(nn.Module):
         values: torch.Tensor,
         mask: torch.Tensor,
         need_weights: bool = True,
+        positions: Positions | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        return self.attend(query, self.prepare(keys, values, mask), need_weights)
+        return self.attend_at(query, self.prepare(keys, values, mask), positions, need_weights)
 
 
 @register_attention("none")
@@ -89,6 +143,8 @@ class NoAttention(Attention):
 
     placement: ClassVar[str] = "none"
     default_score: ClassVar[str | None] = None
+    self_attention: ClassVar[bool] = False  # every position would get the same mean: not a layer
+    position_free: ClassVar[bool] = True
 
     def prepare(self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         m = mask.unsqueeze(-1)
@@ -117,10 +173,11 @@ class FixedContext(NoAttention):
 
 
 class ScoredAttention(Attention):
-    """a_j = softmax_j(f(q, k_j)) over the unmasked keys, context c = Σ_j a_j v_j.
+    """a_j = softmax_j(f(q, k_j)) over the unmasked keys (and j ≤ i when causal), c = Σ_j a_j v_j.
 
     The computation shared by Bahdanau and Luong attention; they differ only in where a decoder
-    places it. Weights are [B, Tq, Tk].
+    places it. Weights are [B, Tq, Tk]. It claims no capability itself: a plugin that subclasses it
+    and overrides `attend` keeps the 2015 contract unless it declares more.
     """
 
     def __init__(
@@ -136,15 +193,35 @@ class ScoredAttention(Attention):
         return self.score.prepare(keys), values.masked_fill(~mask.unsqueeze(-1), 0), mask
 
     def attend(
-        self, query: torch.Tensor, prepared: Any, need_weights: bool = True
+        self,
+        query: torch.Tensor,
+        prepared: Any,
+        need_weights: bool = True,
+        positions: Positions | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         keys, values, mask = prepared
-        weights = masked_softmax(self.score(query, keys), mask.unsqueeze(1))
+        weights = masked_softmax(self.score.at(query, keys, positions), visible(mask.unsqueeze(1), positions))
         return weights @ values, weights if need_weights else None
 
 
+def visible(mask: torch.Tensor, positions: Positions | None) -> torch.Tensor:
+    """The key mask [B, 1, Tk] (or [B, 1, 1, Tk]), narrowed to j ≤ i when the positions are causal."""
+    causal = None if positions is None else positions.visible()
+    if causal is None:
+        return mask
+    return mask & causal.view(causal.size(0), *[1] * (mask.dim() - 3), *causal.shape[1:])
+
+
+class SoftmaxAttention(ScoredAttention):
+    """`ScoredAttention` with the capabilities it has: any site, causal, positions passed on."""
+
+    takes_positions: ClassVar[bool] = True
+    causal: ClassVar[bool] = True
+    position_free: ClassVar[bool] = True
+
+
 @register_attention("additive", aliases=("bahdanau",))
-class BahdanauAttention(ScoredAttention):
+class BahdanauAttention(SoftmaxAttention):
     """Bahdanau et al. 2015: c_i = Σ_j a_ij h_j with a_ij = softmax_j(f(s_{i-1}, h_j)); the
     context is computed from the previous decoder state *before* the RNN step and fed into it.
     """
@@ -154,7 +231,7 @@ class BahdanauAttention(ScoredAttention):
 
 
 @register_attention("dot", aliases=("luong",))
-class LuongAttention(ScoredAttention):
+class LuongAttention(SoftmaxAttention):
     """Luong et al. 2015 (global attention): RNN step first, then c_t = Σ_s a_ts h̄_s with
     a_ts = softmax_s(f(h_t, h̄_s)) and attentional state h̃_t = tanh(W_c[c_t; h_t]).
     `input_feeding` feeds h̃_{t-1} into the next step's input (read by the decoder).
@@ -180,11 +257,16 @@ class MultiHeadAttention(Attention):
     """Vaswani et al. 2017: head_h = softmax(f(q W_h^Q, K W_h^K)) V W_h^V over unmasked keys,
     output = [head_1; ...; head_H] W^O, with d = query_dim / H per head and f any score built as
     score(d, d). Weights are [B, H, Tq, Tk]. With `scaled_dot` and no weights requested it runs
-    `F.scaled_dot_product_attention` (fused kernels), numerically the explicit path.
+    `F.scaled_dot_product_attention` (fused kernels), numerically the explicit path. Incremental:
+    a cache keeps the projected K W^K and V W^V, so a decoding step projects only the new keys.
     """
 
     placement: ClassVar[str] = "after"
     default_score: ClassVar[str | None] = "scaled_dot"
+    takes_positions: ClassVar[bool] = True
+    causal: ClassVar[bool] = True
+    position_free: ClassVar[bool] = True
+    incremental: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -208,7 +290,7 @@ class MultiHeadAttention(Attention):
         self.W_k = nn.Linear(key_dim, query_dim, bias=False)
         self.W_v = nn.Linear(value_dim, query_dim, bias=False)
         self.W_o = nn.Linear(query_dim, query_dim)
-        self.score = self.make_score(score, self.head_dim, self.head_dim)  # shared over heads
+        self.score = self.make_score(score, self.head_dim, self.head_dim, num_heads)  # shared over heads
         self.dropout = nn.Dropout(dropout)
         self.output_dim = query_dim
 
@@ -218,14 +300,31 @@ class MultiHeadAttention(Attention):
 
     def prepare(
         self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
-    ) -> tuple[Any, torch.Tensor, torch.Tensor]:
+    ) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]:
+        """(K W^K [B, H, Tk, d], the score's prepared keys, V W^V [B, H, Tk, d], mask [B, 1, 1, Tk])."""
+        k = self._split(self.W_k(keys))
         values = self._split(self.W_v(values.masked_fill(~mask.unsqueeze(-1), 0)))
-        return self.score.prepare(self._split(self.W_k(keys))), values, mask[:, None, None, :]
+        return k, self.score.prepare(k), values, mask[:, None, None, :]
+
+    def extend(
+        self, prepared: tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor], keys, values, mask
+    ) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]:
+        k, _, v, m = prepared
+        new_k, _, new_v, new_m = self.prepare(keys, values, mask)
+        k = torch.cat([k, new_k], dim=2)
+        # the score's key work runs on all keys again: it is free for dot scores, and only a score
+        # knows whether its prepare is position-by-position
+        return k, self.score.prepare(k), torch.cat([v, new_v], dim=2), torch.cat([m, new_m], dim=-1)
 
     def attend(
-        self, query: torch.Tensor, prepared: Any, need_weights: bool = True
+        self,
+        query: torch.Tensor,
+        prepared: Any,
+        need_weights: bool = True,
+        positions: Positions | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        keys, values, mask = prepared
+        _, keys, values, mask = prepared
+        mask = visible(mask, positions)
         q = self._split(self.W_q(query))
         if not need_weights and type(self.score) is ScaledDotScore:
             # ScaledDotScore.prepare is the identity, so `keys` are the projected keys
@@ -235,6 +334,6 @@ class MultiHeadAttention(Attention):
                 None,
             )
         else:
-            weights = masked_softmax(self.score(q, keys), mask)
+            weights = masked_softmax(self.score.at(q, keys, positions), mask)
             heads = self.dropout(weights) @ values
         return self.W_o(heads.transpose(1, 2).flatten(2)), weights if need_weights else None

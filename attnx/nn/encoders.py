@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import math
-from typing import NamedTuple
+from typing import ClassVar, NamedTuple
 
 import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnx import registry
-from attnx.registry import register_encoder
+from attnx.nn.positions import AbsolutePositions, Positions
+from attnx.nn.attention import Mechanism
+from attnx.nn.transformer import EncoderBlock
+from attnx.registry import Slot, register_encoder
 from attnx.vocab import PAD
 
 RNN_CELLS: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
@@ -96,76 +98,42 @@ class RNNEncoder(Encoder):
         return EncoderOutput(self.dropout(states), self.dropout(summary), mask)
 
 
-def sinusoidal_positions(max_len: int, dim: int) -> torch.Tensor:
-    """PE[p, 2i] = sin(p / 10000^(2i/d)), PE[p, 2i+1] = cos(p / 10000^(2i/d))  (Vaswani et al. 2017)."""
-    position = torch.arange(max_len, dtype=torch.float32)[:, None]
-    frequency = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))
-    table = torch.zeros(max_len, dim)
-    table[:, 0::2] = torch.sin(position * frequency)
-    table[:, 1::2] = torch.cos(position * frequency)[:, : dim // 2]
-    return table
-
-
-class EncoderBlock(nn.Module):
-    """Pre-LN Transformer block (Xiong et al. 2020): x += MHA(LN(x)); x += FFN(LN(x))."""
-
-    def __init__(self, d_model: int, num_heads: int, ff_dim: int, dropout: float, score: str) -> None:
-        super().__init__()
-        score_cls = registry.get("score", score)
-        attention_cls = registry.get("attention", "multi_head")
-        self.norm_attn = nn.LayerNorm(d_model)
-        self.attention = attention_cls(d_model, d_model, d_model, score_cls, num_heads=num_heads)
-        self.norm_ff = nn.LayerNorm(d_model)
-        self.ff = nn.Sequential(
-            nn.Linear(d_model, ff_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(ff_dim, d_model)
-        )
-        self.dropout = nn.Dropout(dropout)
-
-    def forward(
-        self, x: torch.Tensor, mask: torch.Tensor, need_weights: bool
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        h = self.norm_attn(x)
-        context, weights = self.attention(h, h, h, mask, need_weights=need_weights)
-        x = x + self.dropout(context)
-        return x + self.dropout(self.ff(self.norm_ff(x))), weights
-
-
 @register_encoder("self_attn")
 class SelfAttentionEncoder(Encoder):
-    """Transformer encoder (Vaswani et al. 2017) with pre-LN blocks and any score function.
+    """Transformer encoder (Vaswani et al. 2017) of pre-LN blocks whose self-attention is any
+    registered mechanism that declares `self_attention` (the slot `attention`, with its `score`).
 
     summary = mean of the unmasked states, or the state of a learned CLS token prepended to the
     input (Devlin et al. 2019). States and mask are aligned with the input tokens (CLS removed);
-    padded states are zero. Set `record_weights = True` to keep each layer's self-attention
-    weights in `attention_weights` ([B, H, T', T'] with T' = T, or T+1 with CLS first).
+    padded states are zero. `positions` is the absolute encoding added to the embeddings ("none"
+    for models whose score carries positions: alibi, t5_bias, rope). Set `record_weights = True` to
+    keep each layer's self-attention weights in `attention_weights` ([B, (H,) T', T'] with T' = T,
+    or T+1 with CLS first).
     """
+
+    slots: ClassVar[dict[str, Slot]] = {"attention": Slot(default="multi_head", role="self")}
 
     def __init__(
         self,
         vocab_size: int,
+        attention: Mechanism | None = None,
         d_model: int = 64,
-        num_heads: int = 4,
         num_layers: int = 2,
         ff_dim: int = 128,
         dropout: float = 0.1,
         positions: str = "sinusoidal",
         max_len: int = 512,
         summary: str = "mean",
-        score: str = "scaled_dot",
     ) -> None:
         super().__init__(vocab_size)
         self.summary = choice("summary", summary, ("mean", "cls"))
         self.max_len = max_len
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=PAD)
-        if choice("positions", positions, ("sinusoidal", "learned")) == "learned":
-            self.positions = nn.Parameter(torch.randn(max_len, d_model) * 0.02)
-        else:
-            self.register_buffer("positions", sinusoidal_positions(max_len, d_model), persistent=False)
+        self.positions = AbsolutePositions(positions, max_len, d_model)
         self.cls = nn.Parameter(torch.randn(1, 1, d_model) * 0.02) if summary == "cls" else None
         self.dropout = nn.Dropout(dropout)
-        self.blocks = nn.ModuleList(
-            EncoderBlock(d_model, num_heads, ff_dim, dropout, score) for _ in range(num_layers)
-        )
+        factory = attention or default_mechanism(self.slots["attention"])
+        self.blocks = nn.ModuleList(EncoderBlock(d_model, factory, ff_dim, dropout) for _ in range(num_layers))
         self.norm = nn.LayerNorm(d_model)  # pre-LN leaves the residual stream unnormalised
         self.output_dim = d_model
         self.record_weights = False
@@ -176,18 +144,26 @@ class SelfAttentionEncoder(Encoder):
         if length > self.max_len:
             raise ValueError(f"input length {length} exceeds the encoder's max_len={self.max_len}")
         mask = length_mask(lengths, length)
-        x = self.embed(tokens) + self.positions[:length]
+        x = self.positions(self.embed(tokens))
         attend_mask = mask
         if self.cls is not None:
+            # CLS sits at position 0 of the layers' Positions, the tokens at 1..T (their absolute
+            # encodings stay 0..T-1, as without CLS)
             x = torch.cat([self.cls.expand(batch, -1, -1), x], dim=1)
             attend_mask = torch.cat([mask.new_ones(batch, 1), mask], dim=1)
+        positions = Positions.self_attention(x.size(1), causal=False, device=x.device)
         x = self.dropout(x)
         weights = []
         for block in self.blocks:
-            x, w = block(x, attend_mask, need_weights=self.record_weights)
+            x, w = block(x, attend_mask, positions, need_weights=self.record_weights)
             weights.append(w)
         self.attention_weights = weights if self.record_weights else []
         x = self.norm(x)
         states = x[:, -length:] * mask[..., None]  # drops the CLS slot, if any
         summary = x[:, 0] if self.cls is not None else states.sum(1) / lengths[:, None].to(states.dtype)
         return EncoderOutput(states, summary, mask)
+
+
+def default_mechanism(slot: Slot) -> Mechanism:
+    """The slot's default mechanism with its default score, for models built from Python."""
+    return Mechanism(registry.get("attention", slot.default))

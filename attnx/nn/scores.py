@@ -6,13 +6,16 @@ Shapes are batch-first with any leading dims: query [..., Tq, Dq], keys [..., Tk
 
 from __future__ import annotations
 
+import inspect
 import math
-from typing import Any
+from collections.abc import Callable
+from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from attnx.nn.positions import Positions
 from attnx.registry import register_score
 
 
@@ -22,7 +25,14 @@ class Score(nn.Module):
     `prepare(keys)` does the per-sequence key work once (e.g. U·k for additive scoring) so a
     decoder can call `forward` at every step without repeating it. Shapes are batch-first with
     any leading dims: query [..., Tq, Dq], keys [..., Tk, Dk] -> scores [..., Tq, Tk].
+
+    A score that declares `uses_positions = True` is called as `forward(query, prepared, positions)`
+    with the query and key `Positions` (relative biases, rotary embeddings); every other score as
+    `forward(query, prepared)`. A constructor that takes `num_heads` receives the number of heads it
+    is shared over (1 outside multi-head attention), for per-head parameters.
     """
+
+    uses_positions: ClassVar[bool] = False
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()
@@ -34,6 +44,29 @@ class Score(nn.Module):
 
     def forward(self, query: torch.Tensor, prepared: Any) -> torch.Tensor:
         raise NotImplementedError
+
+    def at(self, query: torch.Tensor, prepared: Any, positions: Positions | None) -> torch.Tensor:
+        """Scores with positions for a score that uses them; the one call mechanisms make."""
+        if not self.uses_positions:
+            return self(query, prepared)
+        if positions is None:
+            raise ValueError(
+                f"score {type(self).__name__} uses positions, and this attention site gives none "
+                "(classifier pooling and the rnn decoder have no query positions)"
+            )
+        return self(query, prepared, positions)
+
+
+ScoreFactory = Callable[..., Score]  # (query_dim, key_dim[, num_heads]) -> Score; a Score class is one
+
+
+def build_score(factory: ScoreFactory, query_dim: int, key_dim: int, num_heads: int = 1) -> Score:
+    """factory(query_dim, key_dim), passing num_heads when the factory takes it."""
+    try:
+        takes_heads = "num_heads" in inspect.signature(factory).parameters
+    except (TypeError, ValueError):  # a builtin or C callable without a signature
+        takes_heads = False
+    return factory(query_dim, key_dim, num_heads=num_heads) if takes_heads else factory(query_dim, key_dim)
 
 
 def require_equal_dims(score: Score) -> None:

@@ -1,0 +1,156 @@
+"""Pre-LN Transformer blocks (Xiong et al. 2020) whose attention is any registered mechanism.
+
+    encoder block:  x += SelfAttn(LN(x));  x += FFN(LN(x))
+    decoder block:  x += CausalSelfAttn(LN(x));  x += CrossAttn(LN(x), memory);  x += FFN(LN(x))
+
+An `AttentionSite` hosts one mechanism: it checks that the mechanism can serve the site's role
+(its capability flags), projects the context back to d_model when the mechanism's output width
+differs, and for causal self-attention keeps a key/value cache for decoding one token at a time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import torch
+from torch import nn
+from torch.utils._pytree import tree_map
+
+from attnx.nn.attention import Attention, Mechanism
+from attnx.nn.positions import Positions
+
+# What a role asks of a mechanism: the capability flags it must declare, and why.
+REQUIRES = {
+    "self": (("self_attention",), "a self-attention layer"),
+    "causal": (("self_attention", "causal"), "a causal self-attention layer (a decoder's)"),
+    "cross": (("cross_attention",), "cross-attention"),
+}
+
+
+def refusal(cls: type[Attention], role: str) -> str | None:
+    """Why `cls` cannot serve `role`, or None when it can."""
+    flags, site = REQUIRES[role]
+    missing = [flag for flag in flags if not getattr(cls, flag)]
+    if not missing:
+        return None
+    return f"{cls.__name__} cannot be {site}: it declares {' and '.join(f'{f} = False' for f in missing)}"
+
+
+class KVCache(NamedTuple):
+    """A causal self-attention site's past, per sequence: the keys/values it attended to (its normed
+    inputs, [B, t, D]), their mask [B, t] and, for an incremental mechanism, `prepare`'s result."""
+
+    inputs: torch.Tensor
+    mask: torch.Tensor
+    prepared: Any
+
+    def select(self, index: torch.Tensor) -> KVCache:
+        """Reorder the batch (beam search): every tensor is batch-first by the contract."""
+        return tree_map(lambda t: t.index_select(0, index) if isinstance(t, torch.Tensor) else t, self)
+
+
+class AttentionSite(nn.Module):
+    """One attention sublayer's mechanism, built as `mechanism(d_model, d_model, d_model)` for `role`
+    ("self", "causal" or "cross"), its context mapped back to d_model."""
+
+    def __init__(self, mechanism: Mechanism, d_model: int, role: str) -> None:
+        super().__init__()
+        why = refusal(mechanism.cls, role)
+        if why is not None:
+            raise ValueError(why)
+        self.mechanism = mechanism(d_model, d_model, d_model)
+        self.role = role
+        width = self.mechanism.output_dim
+        self.out = nn.Identity() if width == d_model else nn.Linear(width, d_model, bias=False)
+
+    def forward(
+        self,
+        query: torch.Tensor,
+        prepared: Any,
+        positions: Positions | None,
+        need_weights: bool,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        context, weights = self.mechanism.attend_at(query, prepared, positions, need_weights)
+        return self.out(context), weights
+
+    def prepare(self, states: torch.Tensor, mask: torch.Tensor) -> Any:
+        return self.mechanism.prepare(states, states, mask)
+
+    def cache(self, h: torch.Tensor, mask: torch.Tensor, cache: KVCache | None) -> KVCache:
+        """The cache after appending h [B, Tn, D] (mask [B, Tn]): incremental mechanisms extend what
+        they prepared; others re-prepare all stored keys, which re-runs no earlier layer or step."""
+        if cache is None:
+            return KVCache(h, mask, self.prepare(h, mask))
+        inputs, masks = torch.cat([cache.inputs, h], dim=1), torch.cat([cache.mask, mask], dim=1)
+        if self.mechanism.incremental:
+            return KVCache(inputs, masks, self.mechanism.extend(cache.prepared, h, h, mask))
+        return KVCache(inputs, masks, self.prepare(inputs, masks))
+
+
+class FeedForward(nn.Sequential):
+    """FFN(x) = W₂ dropout(GELU(W₁ x + b₁)) + b₂ (GELU: Hendrycks & Gimpel 2016, as in BERT and GPT)."""
+
+    def __init__(self, d_model: int, ff_dim: int, dropout: float) -> None:
+        super().__init__(nn.Linear(d_model, ff_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(ff_dim, d_model))
+
+
+class EncoderBlock(nn.Module):
+    """x += SelfAttn(LN(x)); x += FFN(LN(x)), attending both ways."""
+
+    def __init__(self, d_model: int, attention: Mechanism, ff_dim: int, dropout: float) -> None:
+        super().__init__()
+        self.norm_attn = nn.LayerNorm(d_model)
+        self.attention = AttentionSite(attention, d_model, "self")
+        self.norm_ff = nn.LayerNorm(d_model)
+        self.ff = FeedForward(d_model, ff_dim, dropout)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self, x: torch.Tensor, mask: torch.Tensor, positions: Positions, need_weights: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        h = self.norm_attn(x)
+        context, weights = self.attention(h, self.attention.prepare(h, mask), positions, need_weights)
+        x = x + self.dropout(context)
+        return x + self.dropout(self.ff(self.norm_ff(x))), weights
+
+
+class DecoderBlock(nn.Module):
+    """x += CausalSelfAttn(LN(x)); x += CrossAttn(LN(x), memory); x += FFN(LN(x))."""
+
+    def __init__(
+        self,
+        d_model: int,
+        self_attention: Mechanism,
+        cross_attention: Mechanism,
+        ff_dim: int,
+        dropout: float,
+    ) -> None:
+        super().__init__()
+        self.norm_self = nn.LayerNorm(d_model)
+        self.self_attention = AttentionSite(self_attention, d_model, "causal")
+        self.norm_cross = nn.LayerNorm(d_model)
+        self.cross_attention = AttentionSite(cross_attention, d_model, "cross")
+        self.norm_ff = nn.LayerNorm(d_model)
+        self.ff = FeedForward(d_model, ff_dim, dropout)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor,
+        cache: KVCache | None,
+        memory: Any,
+        positions: tuple[Positions, Positions],
+        need_weights: bool,
+    ) -> tuple[torch.Tensor, KVCache, torch.Tensor | None, torch.Tensor | None]:
+        """x [B, Tn, D] at the positions after `cache` (None: from 0) -> (x, cache with x's keys
+        appended, self-attention weights, cross-attention weights). Teacher forcing passes the whole
+        target with cache None; a decoding step passes one token and the cache so far."""
+        self_positions, cross_positions = positions
+        h = self.norm_self(x)
+        cache = self.self_attention.cache(h, mask, cache)
+        context, self_weights = self.self_attention(h, cache.prepared, self_positions, need_weights)
+        x = x + self.dropout(context)
+        context, cross_weights = self.cross_attention(self.norm_cross(x), memory, cross_positions, need_weights)
+        x = x + self.dropout(context)
+        return x + self.dropout(self.ff(self.norm_ff(x))), cache, self_weights, cross_weights
