@@ -56,13 +56,21 @@ def check_bounds(cfg: DictConfig, bounds: dict[str, tuple[str, float]] = BOUNDS)
 
 
 def check_fields(cfg: DictConfig) -> None:
-    """FIELD_RULES on every field of SECTIONS, by its name."""
+    """FIELD_RULES on every field of SECTIONS, by its name, slots' sub-sections included
+    (`encoder.attention.num_heads`)."""
     for section in SECTIONS:
         values = OmegaConf.to_container(cfg[section], resolve=True) if cfg.get(section) is not None else {}
-        for key, value in values.items():
-            for patterns, allowed, holds in FIELD_RULES:
-                if value is not None and any(fnmatch(key, p) for p in patterns) and not holds(value):
-                    raise ConfigError(f"{section}.{key}={value}: must be {allowed}")
+        _check_fields(section, values)
+
+
+def _check_fields(path: str, values: dict[str, Any]) -> None:
+    for key, value in values.items():
+        if isinstance(value, dict):
+            _check_fields(f"{path}.{key}", value)
+            continue
+        for patterns, allowed, holds in FIELD_RULES:
+            if value is not None and any(fnmatch(key, p) for p in patterns) and not holds(value):
+                raise ConfigError(f"{path}.{key}={value}: must be {allowed}")
 
 
 def check_betas(cfg: DictConfig) -> None:
@@ -86,20 +94,32 @@ def validate(cfg: DictConfig) -> None:
     if cfg.resume not in (None, "auto"):
         raise ConfigError(f"resume must be null or auto, got {cfg.resume!r}")
     check_trainer(cfg.trainer)
-    from attnx.models.build import resolve_score_name
+    check_sites(cfg)
+    check_plugins(cfg)
+
+
+def check_sites(cfg: DictConfig) -> None:
+    """Every attention site's mechanism can serve it (`attnx.models.build.sites`: capability flags,
+    positions), and the rnn decoder knows the cross-attention's placement."""
+    from attnx.models.build import sites
     from attnx.nn.attention import PLACEMENTS
 
+    model_type = registry.get("task", cfg.task.name).model_type
+    try:
+        sites(model_type, *(_plain(cfg.get(k)) for k in ("encoder", "attention", "score", "decoder")))
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
     attention = registry.get("attention", cfg.attention.name)
-    resolve_score_name(cfg.attention.name, cfg.get("score"))
-
-    task = registry.get("task", cfg.task.name)
-    if task.model_type == "seq2seq" and attention.placement not in PLACEMENTS:
+    if model_type == "seq2seq" and cfg.decoder.name == "rnn" and attention.placement not in PLACEMENTS:
         raise ConfigError(
-            f"attention={cfg.attention.name} cannot drive a decoder (placement {attention.placement!r}, "
-            f"expected one of {', '.join(PLACEMENTS)}), so it cannot be used with "
-            f"the seq2seq task={cfg.task.name}"
+            f"attention={cfg.attention.name} cannot drive the rnn decoder (placement "
+            f"{attention.placement!r}, expected one of {', '.join(PLACEMENTS)}), so it cannot be used with "
+            f"the seq2seq task={cfg.task.name} and decoder=rnn"
         )
-    check_plugins(cfg)
+
+
+def _plain(node: Any) -> Any:
+    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
 
 
 def check_trainer(trainer: DictConfig) -> None:
@@ -177,30 +197,44 @@ def check_accelerator(name: str) -> None:
 
 
 def check_plugins(cfg: DictConfig) -> None:
-    """The conformance kit's shape check on a plugin score or mechanism with the configured
-    hyperparameters, so that a wrong shape is the kit's one line before training, not a size
-    mismatch inside a decoder. Built-ins are skipped: they pass the whole kit (tests/test_kit.py)."""
+    """The conformance kit's shape check on every plugin score or mechanism of the run, at every site,
+    with the configured hyperparameters, so that a wrong shape is the kit's one line before training,
+    not a size mismatch inside a decoder. Built-ins are skipped: they pass the whole kit
+    (tests/test_kit.py)."""
     from attnx.models.build import resolve_score_name, score_factory
     from attnx.testing import check_attention_shapes, check_score_shapes
 
     def plugin(kind: str, name: str | None) -> bool:
         return name is not None and registry.registry(kind).entry(name).origin != "built-in"
 
-    def hyperparams(section: DictConfig) -> dict[str, Any]:
-        return {k: v for k, v in OmegaConf.to_container(section, resolve=True).items() if k != "name"}
+    def hyperparams(section: dict[str, Any] | None) -> dict[str, Any]:
+        return {k: v for k, v in (section or {}).items() if k != "name"}
 
-    score_name = resolve_score_name(cfg.attention.name, cfg.get("score"))
-    score = hyperparams(cfg.score) if cfg.get("score") is not None else {}
-    try:
-        if plugin("score", score_name):
-            check_score_shapes(registry.get("score", score_name), **score)
-        if plugin("attention", cfg.attention.name):
-            factory = None if score_name is None else score_factory({"name": score_name, **score})
-            check_attention_shapes(
-                registry.get("attention", cfg.attention.name), factory, **hyperparams(cfg.attention)
-            )
-    except AssertionError as error:
-        raise ConfigError(f"fails the conformance kit (attnx plugins check): {error}") from error
+    for attention, score in _site_sections(cfg):
+        score_name = resolve_score_name(attention["name"], score)
+        try:
+            if plugin("score", score_name):
+                check_score_shapes(registry.get("score", score_name), **hyperparams(score))
+            if plugin("attention", attention["name"]):
+                factory = (
+                    None if score_name is None else score_factory({"name": score_name, **hyperparams(score)})
+                )
+                check_attention_shapes(
+                    registry.get("attention", attention["name"]), factory, **hyperparams(attention)
+                )
+        except AssertionError as error:
+            raise ConfigError(f"fails the conformance kit (attnx plugins check): {error}") from error
+
+
+def _site_sections(cfg: DictConfig) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
+    """(attention, score) sections of every site: the run's, then each slot of the encoder and decoder."""
+    found = [(_plain(cfg.attention), _plain(cfg.get("score")))]
+    for kind in ("encoder", "decoder"):
+        section = _plain(cfg.get(kind)) or {}
+        if "name" in section:
+            for name, slot in registry.slots_of(registry.get(kind, section["name"])).items():
+                found.append((section.get(name) or {"name": slot.default}, section.get(slot.score)))
+    return found
 
 
 def _appended(node: Any, prefix: str = "") -> list[tuple[str, list[str]]]:

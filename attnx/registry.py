@@ -268,7 +268,11 @@ def upgrade(kind: str, section: Mapping[str, Any]) -> dict[str, Any]:
     load_all()
     entry = registry(kind).entry(section["name"])
     known = entry.hyperparams()
-    slots = {f: k for name, slot in slots_of(entry.cls).items() for f, k in ((name, "attention"), (slot.score, "score"))}
+    slots = {
+        f: k
+        for name, slot in slots_of(entry.cls).items()
+        for f, k in ((name, "attention"), (slot.score, "score"))
+    }
     stale = sorted(set(section) - set(known) - set(slots) - {"name"})
     if stale:
         warnings.warn(

@@ -26,7 +26,8 @@ from attnx.cli import ArgumentParser
 from attnx.table import markdown_table
 from attnx.track.results import find_results, read_results, status
 
-CHOICES = ("task", "encoder", "decoder", "attention", "score")  # resolved choices: a default score has a name here
+# resolved choices: a default score has a name here
+CHOICES = ("task", "encoder", "decoder", "attention", "score")
 NOT_SWEPT = ("seed", "resume", "ckpt_path")  # seed is averaged over; the others do not change a result
 DEFAULT_METRICS = {
     "seq2seq": ("test/exact_match", "test/token_acc"),

@@ -71,7 +71,11 @@ CASES = [
     ("train model.dropout=1.5", "model.dropout=1.5: must be in [0, 1)", None),
     ("train model.dropout=-0.1", "model.dropout=-0.1: must be in [0, 1)", None),
     ("train encoder.hidden_dim=-1", "encoder.hidden_dim=-1: must be a positive integer", None),
-    ("train encoder=self_attn encoder.attention.num_heads=0", "encoder.attention.num_heads=0: must be a positive integer", None),
+    (
+        "train encoder=self_attn encoder.attention.num_heads=0",
+        "encoder.attention.num_heads=0: must be a positive integer",
+        None,
+    ),
     ("train encoder=self_attn encoder.max_len=0", "encoder.max_len=0: must be a positive integer", None),
     ("train attention=multi_head attention.num_heads=0", "attention.num_heads=0: must be a positive", None),
     ("train task.batch_size=0", "task.batch_size=0: must be a positive integer", None),

@@ -26,7 +26,8 @@ def test_every_registered_name_composes_with_its_signature_fields(kind: str) -> 
         cfg = _compose(f"{kind}={name}")
         node = OmegaConf.to_container(cfg[kind])
         assert node["name"] == name
-        assert set(node) - {"name"} == set(registry.registry(kind).entry(name).hyperparams())
+        entry = registry.registry(kind).entry(name)
+        assert set(node) - {"name"} == {*entry.hyperparams(), *registry.slot_fields(entry.cls)}
 
 
 def test_mechanism_default_score_is_left_to_the_mechanism() -> None:

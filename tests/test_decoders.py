@@ -4,6 +4,7 @@ import pytest
 import torch
 
 from attnx import registry
+from attnx.nn.attention import LuongAttention, Mechanism
 from attnx.nn.decoders import RNNDecoder
 from attnx.nn.encoders import EncoderOutput
 
@@ -28,12 +29,11 @@ def encoded(dim: int = ENC) -> EncoderOutput:
 
 
 def decoder(name: str, hp: dict, cell: str = "gru", num_layers: int = 1, enc_dim: int = ENC) -> RNNDecoder:
-    """Dims as build_model picks them: scored mechanisms attend in the decoder's space."""
-    placement = registry.get("attention", name).placement
-    dim = HIDDEN if placement in ("before", "after") else enc_dim
-    dims = {"query_dim": HIDDEN, "key_dim": dim, "value_dim": dim}
-    attention = registry.build("attention", {"name": name, **hp}, **dims)
-    return RNNDecoder(VOCAB, EMBED, HIDDEN, enc_dim, attention, cell=cell, num_layers=num_layers).eval()
+    """The decoder builds the mechanism: scored mechanisms attend in the decoder's space."""
+    mechanism = Mechanism(registry.get("attention", name), None, hp)
+    return RNNDecoder(
+        VOCAB, enc_dim, mechanism, embed_dim=EMBED, hidden_dim=HIDDEN, cell=cell, num_layers=num_layers
+    ).eval()
 
 
 def step_loop(dec: RNNDecoder, enc: EncoderOutput, tgt_in: torch.Tensor):
@@ -137,12 +137,11 @@ def test_states_are_projected_when_dims_differ(name) -> None:
 
 
 def test_unknown_placement_is_rejected() -> None:
-    attention = registry.build(
-        "attention", {"name": "dot"}, query_dim=HIDDEN, key_dim=HIDDEN, value_dim=HIDDEN
-    )
-    attention.placement = "sideways"
+    class Sideways(LuongAttention):
+        placement = "sideways"
+
     with pytest.raises(ValueError, match="placement='sideways'"):
-        RNNDecoder(VOCAB, EMBED, HIDDEN, ENC, attention)
+        RNNDecoder(VOCAB, ENC, Mechanism(Sideways), embed_dim=EMBED, hidden_dim=HIDDEN)
 
 
 @pytest.mark.parametrize(("name", "hp", "placement", "parallel"), MECHANISMS, ids=IDS)

@@ -3,10 +3,17 @@
 import pytest
 import torch
 
+from attnx.nn.attention import FixedContext, Mechanism, MultiHeadAttention
 from attnx.nn.encoders import EncoderOutput, RNNEncoder, SelfAttentionEncoder
+from attnx.nn.scores import GeneralScore
 from attnx.testing import projection_loss
 
 VOCAB = 20
+
+
+def heads(num_heads: int, score: str | None = None) -> Mechanism:
+    """multi_head with `num_heads` heads (and the general score), as a slot receives it."""
+    return Mechanism(MultiHeadAttention, GeneralScore if score else None, {"num_heads": num_heads})
 
 
 def batch() -> tuple[torch.Tensor, torch.Tensor]:
@@ -22,11 +29,11 @@ ENCODERS = {
     "lstm-bi-2layers": lambda: RNNEncoder(VOCAB, 8, 12, cell="lstm", num_layers=2),
     "rnn-uni": lambda: RNNEncoder(VOCAB, 8, 12, cell="rnn", bidirectional=False),
     "lstm-uni": lambda: RNNEncoder(VOCAB, 8, 12, cell="lstm", bidirectional=False),
-    "self_attn-mean-sinusoidal": lambda: SelfAttentionEncoder(VOCAB, 16, 2, 2, 32),
+    "self_attn-mean-sinusoidal": lambda: SelfAttentionEncoder(VOCAB, 16, 2, 32, attention=heads(2)),
     "self_attn-cls-learned": lambda: SelfAttentionEncoder(
-        VOCAB, 16, 2, 2, 32, positions="learned", summary="cls"
+        VOCAB, 16, 2, 32, attention=heads(2), positions="learned", summary="cls"
     ),
-    "self_attn-general": lambda: SelfAttentionEncoder(VOCAB, 16, 2, 1, 32, score="general"),
+    "self_attn-general": lambda: SelfAttentionEncoder(VOCAB, 16, 1, 32, attention=heads(2, "general")),
 }
 
 
@@ -64,11 +71,11 @@ def test_rnn_summary_is_final_state_of_each_direction() -> None:
 
 def test_self_attn_summaries() -> None:
     tokens, lengths = batch()
-    mean = SelfAttentionEncoder(VOCAB, 16, 2, 1, 32).eval()
+    mean = SelfAttentionEncoder(VOCAB, 16, 1, 32, attention=heads(2)).eval()
     out = mean(tokens, lengths)
     expected = torch.stack([out.states[i, :n].mean(0) for i, n in enumerate(lengths.tolist())])
     torch.testing.assert_close(out.summary, expected)
-    cls = SelfAttentionEncoder(VOCAB, 16, 2, 1, 32, summary="cls").eval()
+    cls = SelfAttentionEncoder(VOCAB, 16, 1, 32, attention=heads(2), summary="cls").eval()
     out = cls(tokens, lengths)
     assert out.states.shape == (3, 6, 16)  # CLS is not among the token states
     assert not torch.allclose(out.summary, (out.states.sum(1) / lengths[:, None]))
@@ -76,12 +83,12 @@ def test_self_attn_summaries() -> None:
 
 
 def test_learned_positions_are_trained_and_order_matters() -> None:
-    encoder = SelfAttentionEncoder(VOCAB, 16, 2, 1, 32, positions="learned", dropout=0.0)
+    encoder = SelfAttentionEncoder(VOCAB, 16, 1, 32, attention=heads(2), positions="learned", dropout=0.0)
     tokens = torch.tensor([[4, 5, 6]])
     projection_loss(encoder(tokens, torch.tensor([3])).summary).backward()
-    grad = encoder.positions.grad
+    grad = encoder.positions.table.grad
     assert (grad[:3].norm(dim=-1) > 1e-2).all() and (grad[3:] == 0).all()  # the input's positions only
-    sinus = SelfAttentionEncoder(VOCAB, 16, 2, 1, 32, dropout=0.0).eval()
+    sinus = SelfAttentionEncoder(VOCAB, 16, 1, 32, attention=heads(2), dropout=0.0).eval()
     forward = sinus(tokens, torch.tensor([3])).states[0]
     backward = sinus(tokens.flip(1), torch.tensor([3])).states[0].flip(0)
     assert (forward - backward).abs().max() > 0.1  # positions break permutation symmetry (~1 here)
@@ -89,7 +96,7 @@ def test_learned_positions_are_trained_and_order_matters() -> None:
 
 def test_record_weights() -> None:
     tokens, lengths = batch()
-    encoder = SelfAttentionEncoder(VOCAB, 16, 4, 3, 32).eval()
+    encoder = SelfAttentionEncoder(VOCAB, 16, 3, 32, attention=heads(4)).eval()
     encoder(tokens, lengths)
     assert encoder.attention_weights == []
     encoder.record_weights = True
@@ -101,7 +108,7 @@ def test_record_weights() -> None:
         assert (weights.masked_select(~out.mask[:, None, None, :]) == 0).all()
     encoder.record_weights = False
     torch.testing.assert_close(encoder(tokens, lengths).states, out.states, atol=1e-5, rtol=1e-5)
-    cls = SelfAttentionEncoder(VOCAB, 16, 4, 1, 32, summary="cls").eval()
+    cls = SelfAttentionEncoder(VOCAB, 16, 1, 32, attention=heads(4), summary="cls").eval()
     cls.record_weights = True
     cls(tokens, lengths)
     assert cls.attention_weights[0].shape == (3, 4, 7, 7)  # CLS first
@@ -109,7 +116,10 @@ def test_record_weights() -> None:
 
 def test_gradients_reach_every_parameter() -> None:
     tokens, lengths = batch()
-    encoders = (RNNEncoder(VOCAB, 8, 12, "lstm", num_layers=2), SelfAttentionEncoder(VOCAB, 16, 2, 2, 32))
+    encoders = (
+        RNNEncoder(VOCAB, 8, 12, "lstm", num_layers=2),
+        SelfAttentionEncoder(VOCAB, 16, 2, 32, attention=heads(2)),
+    )
     for encoder in encoders:
         out = encoder(tokens, lengths)
         projection_loss(out.states, out.summary).backward()
@@ -125,7 +135,10 @@ def test_gradients_reach_every_parameter() -> None:
         (lambda: RNNEncoder(VOCAB, cell="transformer"), "cell must be one of gru, lstm, rnn"),
         (lambda: SelfAttentionEncoder(VOCAB, positions="rotary"), "positions must be one of sinusoidal, lea"),
         (lambda: SelfAttentionEncoder(VOCAB, summary="max"), "summary must be one of mean, cls"),
-        (lambda: SelfAttentionEncoder(VOCAB, score="dott"), "did you mean 'dot'"),
+        (
+            lambda: SelfAttentionEncoder(VOCAB, attention=Mechanism(FixedContext)),
+            "FixedContext cannot be a self-attention layer: it declares self_attention = False",
+        ),
     ],
 )
 def test_bad_options_are_clear_errors(make, message) -> None:
@@ -134,6 +147,6 @@ def test_bad_options_are_clear_errors(make, message) -> None:
 
 
 def test_too_long_input_names_max_len() -> None:
-    encoder = SelfAttentionEncoder(VOCAB, 16, 2, 1, 32, max_len=4)
+    encoder = SelfAttentionEncoder(VOCAB, 16, 1, 32, attention=heads(2), max_len=4)
     with pytest.raises(ValueError, match="max_len=4"):
         encoder(torch.ones(1, 5, dtype=torch.long) + 3, torch.tensor([5]))

@@ -21,6 +21,7 @@ from tiny import ONE_EPOCH, TINY_MODEL, TINY_SELF_ATTN, sizes, train
 
 from attnx import registry
 from attnx.config import compose
+from attnx.nn.attention import Mechanism, MultiHeadAttention
 from attnx.nn.encoders import SelfAttentionEncoder
 from attnx.testing import projection_loss
 from attnx.train import assemble
@@ -53,7 +54,8 @@ def built(task: str, *overrides: str) -> tuple[Any, Any]:
 
 
 def test_self_attention_encoder_fused_equals_explicit_with_gradients(sdpa_calls: list[int]) -> None:
-    encoder = SelfAttentionEncoder(20, 16, 4, 2, 32, summary="cls").eval()
+    heads = Mechanism(MultiHeadAttention, None, {"num_heads": 4})
+    encoder = SelfAttentionEncoder(20, 16, 2, 32, summary="cls", attention=heads).eval()
     tokens = torch.randint(4, 20, (3, 6))
     lengths = torch.tensor([6, 4, 1])
     tokens[torch.arange(6) >= lengths[:, None]] = 0

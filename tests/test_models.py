@@ -12,7 +12,9 @@ from attnx.models.seq2seq import gnmt_penalty, until_eos
 from attnx.vocab import BOS, EOS, PAD
 
 SRC_VOCAB, TGT_VOCAB = 12, 7
-SMALL = {"embed_dim": 8, "hidden_dim": 16}
+SMALL = {"name": "rnn", "embed_dim": 8, "hidden_dim": 16}
+TRANSFORMER = {"name": "transformer", "d_model": 16, "ff_dim": 16}
+DECODERS = [SMALL, TRANSFORMER]
 ENCODERS = [
     {"name": "rnn", "embed_dim": 8, "hidden_dim": 8},
     {"name": "self_attn", "d_model": 16, "ff_dim": 16},
@@ -26,18 +28,23 @@ def source() -> tuple[torch.Tensor, torch.Tensor]:
     return src, lengths
 
 
-def seq2seq(mechanism: str, encoder: dict = ENCODERS[0], eos_bias: float = 0.0) -> Seq2Seq:
+def seq2seq(
+    mechanism: str, encoder: dict = ENCODERS[0], eos_bias: float = 0.0, decoder: dict = SMALL
+) -> Seq2Seq:
     """A random model with peaked output distributions, so sequences end at varied lengths."""
-    model = build_model("seq2seq", SRC_VOCAB, encoder, {"name": mechanism}, None, SMALL, tgt_vocab=TGT_VOCAB)
+    model = build_model(
+        "seq2seq", SRC_VOCAB, encoder, {"name": mechanism}, None, {}, decoder=decoder, tgt_vocab=TGT_VOCAB
+    )
     with torch.no_grad():
         model.decoder.out.weight.mul_(3.0)
         model.decoder.out.bias[EOS] += eos_bias
     return model.eval()
 
 
+@pytest.mark.parametrize("decoder", DECODERS, ids=["rnn", "transformer"])
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_greedy_is_argmax_of_teacher_forcing_and_stops_at_eos(mechanism) -> None:
-    model = seq2seq(mechanism)
+def test_greedy_is_argmax_of_teacher_forcing_and_stops_at_eos(mechanism, decoder) -> None:
+    model = seq2seq(mechanism, decoder=decoder)
     src, lengths = source()
     tokens, weights = model.greedy(src, lengths, max_len=9)
     assert tokens.size(1) <= 9
@@ -59,10 +66,11 @@ def test_greedy_is_argmax_of_teacher_forcing_and_stops_at_eos(mechanism) -> None
         assert weights.shape == (4, *heads, tokens.size(1), 5)
 
 
+@pytest.mark.parametrize("decoder", DECODERS, ids=["rnn", "transformer"])
 @pytest.mark.parametrize("encoder", ENCODERS, ids=["rnn", "self_attn"])
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_beam_of_one_is_greedy(mechanism, encoder) -> None:
-    model = seq2seq(mechanism, encoder)
+def test_beam_of_one_is_greedy(mechanism, encoder, decoder) -> None:
+    model = seq2seq(mechanism, encoder, decoder=decoder)
     src, lengths = source()
     greedy, _ = model.greedy(src, lengths, max_len=8)
     for alpha in (0.0, 1.0):
@@ -72,12 +80,13 @@ def test_beam_of_one_is_greedy(mechanism, encoder) -> None:
     torch.testing.assert_close(scores, logprob, atol=1e-4, rtol=1e-4)
 
 
+@pytest.mark.parametrize("decoder", DECODERS, ids=["rnn", "transformer"])
 @pytest.mark.parametrize("mechanism", MECHANISMS)
-def test_wider_beam_never_scores_below_greedy(mechanism) -> None:
+def test_wider_beam_never_scores_below_greedy(mechanism, decoder) -> None:
     """Plain beam search loses to greedy on ~1% of these sources (greedy's prefix gets pruned)."""
     lengths = torch.randint(1, 6, (64,))
     src = torch.randint(4, SRC_VOCAB, (64, 5)).masked_fill(torch.arange(5) >= lengths[:, None], PAD)
-    model = seq2seq(mechanism)
+    model = seq2seq(mechanism, decoder=decoder)
     greedy, _ = model.greedy(src, lengths, max_len=8)
     greedy_logprob = model.sequence_logprob(src, lengths, greedy)
     improved = 0
@@ -90,9 +99,10 @@ def test_wider_beam_never_scores_below_greedy(mechanism) -> None:
     assert improved > 0  # the beam does search: it finds better sequences than greedy somewhere
 
 
-def test_beam_with_room_for_every_prefix_is_exact() -> None:
+@pytest.mark.parametrize("decoder", DECODERS, ids=["rnn", "transformer"])
+def test_beam_with_room_for_every_prefix_is_exact(decoder) -> None:
     """With K ≥ every prefix count, beam search must return the most probable sequence (α = 0)."""
-    model = seq2seq("additive", eos_bias=0.0)
+    model = seq2seq("additive", eos_bias=0.0, decoder=decoder)
     src, lengths = source()
     outputs = [EOS, 3, 4, 5, 6]  # every token but PAD and BOS
     every = torch.tensor(list(itertools.product(outputs, repeat=3)))  # [125, 3]
@@ -103,8 +113,9 @@ def test_beam_with_room_for_every_prefix_is_exact() -> None:
         torch.testing.assert_close(scores[i], best.max(), atol=1e-5, rtol=1e-5)
 
 
-def test_beam_search_is_batch_invariant() -> None:
-    model = seq2seq("dot", eos_bias=0.5)
+@pytest.mark.parametrize("decoder", DECODERS, ids=["rnn", "transformer"])
+def test_beam_search_is_batch_invariant(decoder) -> None:
+    model = seq2seq("dot", eos_bias=0.5, decoder=decoder)
     src, lengths = source()
     tokens, scores = model.beam_search(src, lengths, max_len=8, beam_size=3)
     for i in range(4):
@@ -164,10 +175,10 @@ def test_classifier_pooling_means() -> None:
 @pytest.mark.parametrize("encoder", ENCODERS, ids=["rnn", "self_attn"])
 @pytest.mark.parametrize("mechanism", MECHANISMS)
 def test_build_model_every_mechanism_and_encoder(model_type, encoder, mechanism) -> None:
-    sizes = {"tgt_vocab": TGT_VOCAB} if model_type == "seq2seq" else {"num_classes": 2}
-    model = build_model(
-        model_type, SRC_VOCAB, encoder, {"name": mechanism}, None, {**SMALL, "dropout": 0.2}, **sizes
-    )
+    sizes = {"tgt_vocab": TGT_VOCAB, "decoder": {**SMALL, "dropout": 0.2}}
+    if model_type == "classification":
+        sizes = {"num_classes": 2}
+    model = build_model(model_type, SRC_VOCAB, encoder, {"name": mechanism}, None, {"dropout": 0.2}, **sizes)
     assert type(model.encoder) is registry.get("encoder", encoder["name"])
     attention = model.decoder.attention if model_type == "seq2seq" else model.attention
     assert type(attention) is registry.get("attention", mechanism)
@@ -183,12 +194,10 @@ def test_build_model_every_mechanism_and_encoder(model_type, encoder, mechanism)
 
 def test_score_choice_reaches_the_mechanism() -> None:
     model = build_model(
-        "seq2seq", SRC_VOCAB, ENCODERS[0], {"name": "dot"}, {"name": "general"}, SMALL, tgt_vocab=TGT_VOCAB
+        "seq2seq", SRC_VOCAB, ENCODERS[0], {"name": "dot"}, {"name": "general"}, {}, SMALL, TGT_VOCAB
     )
     assert type(model.decoder.attention.score) is registry.get("score", "general")
-    default = build_model(
-        "seq2seq", SRC_VOCAB, ENCODERS[0], {"name": "additive"}, None, SMALL, tgt_vocab=TGT_VOCAB
-    )
+    default = build_model("seq2seq", SRC_VOCAB, ENCODERS[0], {"name": "additive"}, None, {}, SMALL, TGT_VOCAB)
     assert type(default.decoder.attention.score) is registry.get("score", "additive")
     assert resolve_score_name("additive", None) == "additive"
     assert resolve_score_name("multi_head", None) == "scaled_dot"
@@ -224,6 +233,7 @@ def test_build_model_errors(kwargs, message) -> None:
         "attention": {"name": "additive"},
         "score": None,
         "model": {},
+        "decoder": SMALL,
         "tgt_vocab": TGT_VOCAB,
         **kwargs,
     }
@@ -237,9 +247,7 @@ def test_additive_seq2seq_learns_to_copy() -> None:
     lengths = torch.full((4,), 5)
     tgt = torch.cat([src, torch.full((4, 1), EOS)], 1)
     tgt_in = torch.cat([torch.full((4, 1), BOS), src], 1)
-    model = build_model(
-        "seq2seq", SRC_VOCAB, ENCODERS[0], {"name": "additive"}, None, SMALL, tgt_vocab=SRC_VOCAB
-    )
+    model = build_model("seq2seq", SRC_VOCAB, ENCODERS[0], {"name": "additive"}, None, {}, SMALL, SRC_VOCAB)
     optimizer = torch.optim.Adam(model.parameters(), lr=0.02)
     for _ in range(100):
         logits, _ = model(src, lengths, tgt_in, need_weights=False)

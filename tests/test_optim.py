@@ -53,7 +53,7 @@ def test_weight_decay_skips_biases_norms_and_temperatures() -> None:
     assert decay["weight_decay"] == 0.01 and no_decay["weight_decay"] == 0.0
     assert {
         "model.encoder.embed.weight",
-        "model.encoder.blocks.0.attention.W_q.weight",
+        "model.encoder.blocks.0.attention.mechanism.W_q.weight",
         "model.decoder.embed.weight",
         "model.decoder.rnn.weight_hh_l0",
         "model.decoder.out.weight",

@@ -14,7 +14,14 @@ from attnx.nn.scores import ScaledDotScore, Score, ScoreFactory, build_score
 from attnx.registry import register_attention, registry
 
 PLACEMENTS = ("none", "fixed_c", "before", "after")  # see Attention
-CAPABILITIES = ("self_attention", "cross_attention", "causal", "takes_positions", "position_free", "incremental")
+CAPABILITIES = (
+    "self_attention",
+    "cross_attention",
+    "causal",
+    "takes_positions",
+    "position_free",
+    "incremental",
+)
 
 
 @dataclass(frozen=True)

@@ -110,14 +110,14 @@ class RNNDecoder(Decoder):
         dropout: float = 0.1,
     ) -> None:
         super().__init__()
-        memory_dim = hidden_dim if cross_attention.cls.placement in ("before", "after") else enc_dim
-        attention = cross_attention(hidden_dim, memory_dim, memory_dim)
-        self.placement = attention.placement
+        self.placement = cross_attention.cls.placement
         if self.placement not in PLACEMENTS:
             raise ValueError(
-                f"attention {type(attention).__name__} has placement={self.placement!r}; "
+                f"attention {cross_attention.cls.__name__} has placement={self.placement!r}; "
                 f"a decoder supports {', '.join(PLACEMENTS)}"
             )
+        memory_dim = hidden_dim if self.placement in ("before", "after") else enc_dim
+        attention = cross_attention(hidden_dim, memory_dim, memory_dim)
         self.attention = attention
         self.input_feeding = self.placement == "after" and bool(getattr(attention, "input_feeding", False))
         # Without a recurrence through the context, all U steps run as one RNN call.
@@ -258,13 +258,13 @@ class TransformerDecoder(Decoder):
         vocab_size: int,
         enc_dim: int,
         cross_attention: Mechanism,
-        attention: Mechanism | None = None,
         d_model: int = 64,
         num_layers: int = 2,
         ff_dim: int = 128,
         dropout: float = 0.1,
         positions: str = "sinusoidal",
         max_len: int = 512,
+        attention: Mechanism | None = None,
     ) -> None:
         super().__init__()
         self.vocab_size = vocab_size

@@ -9,8 +9,8 @@ from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnx import registry
-from attnx.nn.positions import AbsolutePositions, Positions
 from attnx.nn.attention import Mechanism
+from attnx.nn.positions import AbsolutePositions, Positions
 from attnx.nn.transformer import EncoderBlock
 from attnx.registry import Slot, register_encoder
 from attnx.vocab import PAD
@@ -116,7 +116,6 @@ class SelfAttentionEncoder(Encoder):
     def __init__(
         self,
         vocab_size: int,
-        attention: Mechanism | None = None,
         d_model: int = 64,
         num_layers: int = 2,
         ff_dim: int = 128,
@@ -124,6 +123,7 @@ class SelfAttentionEncoder(Encoder):
         positions: str = "sinusoidal",
         max_len: int = 512,
         summary: str = "mean",
+        attention: Mechanism | None = None,
     ) -> None:
         super().__init__(vocab_size)
         self.summary = choice("summary", summary, ("mean", "cls"))
@@ -133,7 +133,9 @@ class SelfAttentionEncoder(Encoder):
         self.cls = nn.Parameter(torch.randn(1, 1, d_model) * 0.02) if summary == "cls" else None
         self.dropout = nn.Dropout(dropout)
         factory = attention or default_mechanism(self.slots["attention"])
-        self.blocks = nn.ModuleList(EncoderBlock(d_model, factory, ff_dim, dropout) for _ in range(num_layers))
+        self.blocks = nn.ModuleList(
+            EncoderBlock(d_model, factory, ff_dim, dropout) for _ in range(num_layers)
+        )
         self.norm = nn.LayerNorm(d_model)  # pre-LN leaves the residual stream unnormalised
         self.output_dim = d_model
         self.record_weights = False

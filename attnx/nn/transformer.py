@@ -91,7 +91,9 @@ class FeedForward(nn.Sequential):
     """FFN(x) = W₂ dropout(GELU(W₁ x + b₁)) + b₂ (GELU: Hendrycks & Gimpel 2016, as in BERT and GPT)."""
 
     def __init__(self, d_model: int, ff_dim: int, dropout: float) -> None:
-        super().__init__(nn.Linear(d_model, ff_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(ff_dim, d_model))
+        super().__init__(
+            nn.Linear(d_model, ff_dim), nn.GELU(), nn.Dropout(dropout), nn.Linear(ff_dim, d_model)
+        )
 
 
 class EncoderBlock(nn.Module):
@@ -151,6 +153,8 @@ class DecoderBlock(nn.Module):
         cache = self.self_attention.cache(h, mask, cache)
         context, self_weights = self.self_attention(h, cache.prepared, self_positions, need_weights)
         x = x + self.dropout(context)
-        context, cross_weights = self.cross_attention(self.norm_cross(x), memory, cross_positions, need_weights)
+        context, cross_weights = self.cross_attention(
+            self.norm_cross(x), memory, cross_positions, need_weights
+        )
         x = x + self.dropout(context)
         return x + self.dropout(self.ff(self.norm_ff(x))), cache, self_weights, cross_weights
