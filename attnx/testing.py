@@ -52,7 +52,7 @@ import torch.nn.functional as F
 
 from attnx.nn.attention import PLACEMENTS, Attention, Mechanism, ScoreFactory, SoftmaxAttention
 from attnx.nn.positions import Positions
-from attnx.nn.scores import Score
+from attnx.nn.scores import Score, build_score
 from attnx.nn.transformer import AttentionSite, KVCache
 from attnx.registry import RegistryError, load_all, registry
 
@@ -634,16 +634,22 @@ def _attention(
 
 
 def _uses_positions(cls: type[Attention], factory: ScoreFactory | None) -> bool:
-    """The `uses_positions` flag of the score `cls` gets: a Score class (or a partial of one), or its
-    default score; a factory function counts as position-free."""
+    """The `uses_positions` flag of the score `cls` gets: a Score class's (or a partial's of one), its
+    default score's, or that of the score a factory function builds."""
     if factory is None:
         try:
             factory = registry("score").get(cls.default_score) if cls.default_score else None
         except RegistryError:  # an unknown default fails construction, under the first check
             return False
-    while isinstance(factory, partial):
-        factory = factory.func
-    return bool(getattr(factory, "uses_positions", False))
+    target = factory
+    while isinstance(target, partial):
+        target = target.func
+    if target is None or isinstance(target, type):
+        return bool(getattr(target, "uses_positions", False))
+    try:
+        return bool(build_score(factory, SELF_DIM, SELF_DIM).uses_positions)
+    except Exception:  # a factory that fails here fails construction too, under the first check
+        return False
 
 
 def _run_checks(subject: Subject, checks: Iterable[str] | None) -> list[str]:

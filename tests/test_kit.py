@@ -338,6 +338,7 @@ def test_a_position_score_is_checked_only_where_positions_reach_it() -> None:
     for mechanism in (Sound, MultiHeadAttention):
         check_attention(mechanism, DistanceBias)
     assert check_attention(Broken, DistanceBias) == []  # takes no positions: not a legal combination
+    assert check_attention(Broken, lambda q, k: DistanceBias(q, k)) == []  # a factory, as configs make
 
 
 def partial_check(function, *args):
