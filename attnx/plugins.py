@@ -1,5 +1,6 @@
-"""`attnx plugins`: list every registered score/attention/encoder/task; `attnx plugins check` runs
-the conformance kit (attnx.testing) on every score and attention. Never imports Lightning.
+"""`attnx plugins`: list every registered score/attention/encoder/decoder/task with what it declares;
+`attnx plugins check` runs the conformance kit (attnx.testing) on every score and attention. Never
+imports Lightning.
 
 Exit codes: 0 ok, 1 a check failed, 2 a plugin failed to import.
 """
@@ -7,16 +8,20 @@ Exit codes: 0 ok, 1 a check failed, 2 a plugin failed to import.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 
 from attnx.cli import ArgumentParser
-from attnx.registry import KINDS, PluginImportError, load_all, registry
+from attnx.registry import KINDS, PluginImportError, load_all, registry, slots_of
 from attnx.table import markdown_table
 
 
 def describe() -> str:
-    """A table per kind: name (with its other names), origin, hyperparameters (=??? when required)."""
+    """A table per kind: name (with its other names), origin, what the class declares (an attention's
+    capabilities, a score's uses_positions, an encoder's or decoder's slots), hyperparameters (=???
+    when required)."""
     blocks = []
     for kind in KINDS:
+        declared = DECLARED.get(kind)
         rows = []
         for name in registry(kind).names():
             e = registry(kind).entry(name)
@@ -25,9 +30,31 @@ def describe() -> str:
                 params = [f"placement={e.cls.placement}", f"default_score={e.cls.default_score}", *params]
             aliases = registry(kind).aliases(name)
             shown = f"{name} ({', '.join(aliases)})" if aliases else name
-            rows.append([shown, e.origin, " ".join(params)])
-        blocks.append(f"{kind} ({len(rows)})\n" + markdown_table(["name", "origin", "hyperparameters"], rows))
+            rows.append([shown, e.origin, *([declared[1](e.cls)] if declared else []), " ".join(params)])
+        header = ["name", "origin", *([declared[0]] if declared else []), "hyperparameters"]
+        blocks.append(f"{kind} ({len(rows)})\n" + markdown_table(header, rows))
     return "\n\n".join(blocks)
+
+
+def capabilities(cls: type) -> str:
+    """The capability flags an attention class declares True, e.g. "self_attention causal"."""
+    from attnx.nn.attention import CAPABILITIES
+
+    return " ".join(flag for flag in CAPABILITIES if getattr(cls, flag, False))
+
+
+def slots(cls: type) -> str:
+    """Each attention site of an encoder or decoder: "attention (role self, default multi_head)"."""
+    return "; ".join(f"{name} (role {s.role}, default {s.default})" for name, s in slots_of(cls).items())
+
+
+# kind -> (column, what a class of that kind declares)
+DECLARED: dict[str, tuple[str, Callable[[type], str]]] = {
+    "score": ("uses_positions", lambda cls: str(cls.uses_positions)),
+    "attention": ("capabilities", capabilities),
+    "encoder": ("slots", slots),
+    "decoder": ("slots", slots),
+}
 
 
 def check() -> int:

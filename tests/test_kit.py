@@ -1,13 +1,32 @@
-"""The conformance kit catches each way a plugin can break the contract, with a message saying which."""
+"""The conformance kit catches each way a plugin can break the contract, with a message naming the check.
+
+Broken plugins come in two sets. The first breaks the 2015 contract (shapes, masking, weights) and is
+caught by the first check it fails. The second, `Sound` with one bug each, fails exactly one check:
+each is caught by its own check, and every other check, run alone, passes it.
+"""
+
+from collections.abc import Iterator
 
 import pytest
 import torch
 from torch import nn
 
 from attnx import Attention, Score
-from attnx.nn.attention import ScoredAttention, masked_softmax
+from attnx.nn.attention import MultiHeadAttention, NoAttention, ScoredAttention, masked_softmax, visible
+from attnx.nn.positions import Positions
 from attnx.nn.scores import DotScore
-from attnx.testing import check_attention, check_score
+from attnx.registry import KINDS, load_all, registry
+from attnx.testing import (
+    CHECKS,
+    check_all,
+    check_attention,
+    check_attention_shapes,
+    check_score,
+    check_score_shapes,
+)
+
+# ---------------------------------------------------------------------------------------------
+# Scores
 
 
 class TransposedScore(DotScore):
@@ -28,8 +47,29 @@ class QueryStepScore(DotScore):
         return (prepared @ query.squeeze(-2).unsqueeze(-1)).transpose(-1, -2)
 
 
+class DistanceBias(DotScore):
+    """f(q_i, k_j) = qᵀk − |j − i| / 2: a relative-distance bias (as ALiBi's), read from `Positions`."""
+
+    uses_positions = True
+
+    def forward(self, query: torch.Tensor, prepared: torch.Tensor, positions: Positions) -> torch.Tensor:
+        return super().forward(query, prepared) - 0.5 * positions.relative(query.dim()).abs()
+
+
+class ArangeDistanceBias(DistanceBias):
+    """Takes i and j from arange, as if every call started at position 0: a decoding step at t is wrong."""
+
+    def forward(self, query: torch.Tensor, prepared: torch.Tensor, positions: Positions) -> torch.Tensor:
+        i, j = torch.arange(query.size(-2))[:, None], torch.arange(prepared.size(-2))
+        return DotScore.forward(self, query, prepared) - 0.5 * (j - i).abs()
+
+
+# ---------------------------------------------------------------------------------------------
+# Mechanisms that break the 2015 contract (caught by the first check they fail)
+
+
 class Broken(ScoredAttention):
-    """softmax attention with one deliberate bug per subclass."""
+    """softmax attention with one deliberate bug per subclass; it claims no capability beyond a site."""
 
     def attend(self, query, prepared, need_weights=True):
         keys, values, mask = prepared
@@ -68,12 +108,9 @@ class StandardisedScores(Broken):
         return masked_softmax((scores - mean) / var.sqrt(), mask)
 
 
-class PaddedLengthTemperature(Broken):
-    def weights(self, scores, mask):
-        return masked_softmax(scores / mask.size(-1), mask)
-
-
 class BatchCentred(Broken):
+    """Subtracts the batch mean: in self-attention the padded queries' outputs enter every real one."""
+
     def context(self, weights, values, mask):
         ctx = weights @ values
         return ctx - ctx.mean(0)
@@ -97,12 +134,136 @@ class FastPathDiffers(Broken):
         return (ctx, weights) if need_weights else (2 * ctx, None)
 
 
+# ---------------------------------------------------------------------------------------------
+# Mechanisms that break exactly one invariant
+
+
+class Sound(Attention):
+    """Softmax attention with every capability, incremental: the base each plugin below breaks once,
+    through one of the hooks `hide`, `append`, `scores`, `sharpen`, `context`."""
+
+    default_score = "dot"
+    takes_positions = causal = position_free = incremental = True
+
+    def __init__(self, query_dim: int, key_dim: int, value_dim: int, score=None) -> None:
+        super().__init__(query_dim, key_dim, value_dim, score)
+        self.score = self.make_score(score, query_dim, key_dim)
+
+    def prepare(self, keys, values, mask):
+        return keys, self.score.prepare(keys), self.hide(values, mask), mask
+
+    def extend(self, prepared, keys, values, mask):
+        old_keys, _, old_values, old_mask = prepared
+        keys = torch.cat([old_keys, keys], dim=1)
+        values = self.append(old_values, self.hide(values, mask))
+        return keys, self.score.prepare(keys), values, torch.cat([old_mask, mask], dim=1)
+
+    def attend(self, query, prepared, need_weights=True, positions=None):
+        _, keys, values, mask = prepared
+        weights = masked_softmax(
+            self.scores(query, keys, mask, positions), visible(mask.unsqueeze(1), positions)
+        )
+        weights = self.sharpen(weights)
+        return self.context(weights, values, mask), weights if need_weights else None
+
+    def hide(self, values, mask):
+        return values.masked_fill(~mask.unsqueeze(-1), 0)  # replaced, not multiplied: padding may be NaN
+
+    def append(self, old, new):
+        return torch.cat([old, new], dim=1)
+
+    def scores(self, query, keys, mask, positions):
+        return self.score.at(query, keys, positions)
+
+    def sharpen(self, weights):
+        return weights
+
+    def context(self, weights, values, mask):
+        return weights @ values
+
+
+class LeaksTheFuture(Sound):
+    """Adds the mean of all real values, a global summary that forgets the causal mask."""
+
+    def context(self, weights, values, mask):
+        return weights @ values + values.sum(1, keepdim=True) / mask.sum(1)[:, None, None]
+
+
+class PaddedLengthTemperature(Sound):
+    """Divides the scores by the padded length Tk instead of a constant (or the real count)."""
+
+    def scores(self, query, keys, mask, positions):
+        return super().scores(query, keys, mask, positions) / mask.size(-1)
+
+
+class BatchLengthTemperature(Sound):
+    """Divides the scores by the batch's mean real length: one sequence's output depends on the others."""
+
+    def scores(self, query, keys, mask, positions):
+        return super().scores(query, keys, mask, positions) / mask.sum(-1).to(query.dtype).mean()
+
+
+class AbsolutePositionBias(Sound):
+    """Declares position_free, yet favours later keys by their absolute position."""
+
+    def scores(self, query, keys, mask, positions):
+        bias = 0 if positions is None else 0.5 * positions.key[:, None, :]
+        return super().scores(query, keys, mask, positions) + bias
+
+
+class PoisonsThroughPadding(Sound):
+    """Keeps padded values as they are: weight 0 times NaN is NaN."""
+
+    def hide(self, values, mask):
+        return values
+
+
+class DeadParameter(Sound):
+    """Declares a learnt temperature that `attend` never applies."""
+
+    def __init__(self, query_dim: int, key_dim: int, value_dim: int, score=None) -> None:
+        super().__init__(query_dim, key_dim, value_dim, score)
+        self.temperature = nn.Parameter(torch.ones(()))
+
+
+class MisorderedCache(Sound):
+    """`extend` puts the new values before the cached ones."""
+
+    def append(self, old, new):
+        return torch.cat([new, old], dim=1)
+
+
+class SquaredWeights(Sound):
+    """Sharpens the weights by squaring them and forgets to renormalise."""
+
+    def sharpen(self, weights):
+        return weights**2
+
+
+# ---------------------------------------------------------------------------------------------
+# Tests
+
+
+@pytest.fixture
+def isolated_registries(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """Registrations made inside a test vanish after it: every registry's tables are copies. Everything
+    discoverable is loaded first, so nothing that registers during the test is lost to later ones."""
+    load_all()
+    for kind in KINDS:
+        for table in ("_entries", "_aliases", "_renamed"):
+            monkeypatch.setattr(registry(kind), table, dict(getattr(registry(kind), table)))
+    yield
+
+
 @pytest.mark.parametrize(
     "cls, message",
     [
-        (TransposedScore, "wrong output shape: scores are"),
-        (UnusedParameterScore, "parameter 'score.unused.weight' receives no gradient"),
-        (QueryStepScore, r"\(Tq=3\): forward failed"),
+        (TransposedScore, "^shapes: score TransposedScore: wrong output shape: scores are"),
+        (
+            UnusedParameterScore,
+            "^gradients: score UnusedParameterScore: parameter 'score.unused.weight' receives no",
+        ),
+        (QueryStepScore, r"^shapes: score QueryStepScore \(Tq=3\): forward failed"),
     ],
 )
 def test_broken_scores(cls: type, message: str) -> None:
@@ -113,19 +274,115 @@ def test_broken_scores(cls: type, message: str) -> None:
 @pytest.mark.parametrize(
     "cls, message",
     [
-        (IgnoresMask, "masked keys receive weight"),
-        (RawScoresAsWeights, "weights are negative"),
-        (Unnormalised, "weights do not sum to 1 over unmasked keys"),
-        (StandardisedScores, "NaN/inf in the context of a sequence with a single valid key"),
-        (PaddedLengthTemperature, "batch results differ from one-sequence-at-a-time results"),
-        (BatchCentred, "batch results differ from one-sequence-at-a-time results"),
-        (LeaksPaddedValues, "the output changes when masked keys/values change"),
-        (FastPathDiffers, "need_weights=False changes the context"),
+        (IgnoresMask, "^masking: .* masked keys receive weight"),
+        (RawScoresAsWeights, "^weights: .* weights are negative"),
+        (Unnormalised, "^weights: .* weights do not sum to 1 over unmasked keys"),
+        (StandardisedScores, "^single_key: .* NaN/inf in the context of a sequence with a single valid key"),
+        (
+            BatchCentred,
+            r"^masking: .* \(self-attention, T=5\): the output changes when padded keys/values change",
+        ),
+        (LeaksPaddedValues, "^masking: .* the output changes when padded keys/values change"),
+        (FastPathDiffers, "^fast_path: .* need_weights=False changes the context"),
     ],
 )
 def test_broken_attentions(cls: type, message: str) -> None:
     with pytest.raises(AssertionError, match=message):
         check_attention(cls)
+
+
+@pytest.mark.parametrize(
+    "cls, check, message",
+    [
+        (
+            LeaksTheFuture,
+            "causality",
+            "outputs at positions < 1 change when the tokens at positions ≥ 1 change",
+        ),
+        (PaddedLengthTemperature, "padding", "3 more padded positions change the real outputs"),
+        (BatchLengthTemperature, "batch", "sequence 0 alone gets another output than in the batch"),
+        (AbsolutePositionBias, "permutation", "permuting the sequence does not permute the outputs"),
+        (PoisonsThroughPadding, "finiteness", "nan at padded positions reaches real outputs"),
+        (DeadParameter, "gradients", "parameter 'temperature' receives no gradient"),
+        (MisorderedCache, "cached_decoding", r"step t=1\): the cached step differs from a full causal pass"),
+        (SquaredWeights, "weights", "weights do not sum to 1 over unmasked keys"),
+    ],
+)
+def test_each_bug_is_caught_by_its_check_alone(cls: type[Attention], check: str, message: str) -> None:
+    with pytest.raises(AssertionError, match=rf"^{check}: attention {cls.__name__}\b.*{message}"):
+        check_attention(cls)  # the whole kit stops at this check: every one before it passed
+    with pytest.raises(AssertionError, match=rf"^{check}: "):
+        check_attention(cls, checks=(check,))
+    others = [name for name in CHECKS if name != check]
+    assert check_attention(cls, checks=others) == others  # each other check applies, and passes
+
+
+def test_the_unbroken_bases_pass_every_check() -> None:
+    """Proves that the failures above come from the bugs."""
+    assert check_attention(Sound) == list(CHECKS)
+    assert check_attention(Broken) == [
+        c for c in CHECKS if c not in ("causality", "permutation", "cached_decoding")
+    ]
+
+
+def test_checks_apply_by_the_capability_flags() -> None:
+    assert check_attention(MultiHeadAttention) == list(CHECKS)
+    # no self-attention (so no causal checks), position_free: permutation of the keys only
+    assert check_attention(NoAttention) == [c for c in CHECKS if c not in ("causality", "cached_decoding")]
+    # a score that uses positions makes permutation meaningless
+    assert "permutation" not in check_attention(MultiHeadAttention, DistanceBias)
+
+
+def test_a_position_score_is_checked_only_where_positions_reach_it() -> None:
+    assert check_score(DistanceBias) == [c for c in CHECKS if c != "permutation"]
+    for mechanism in (Sound, MultiHeadAttention):
+        check_attention(mechanism, DistanceBias)
+    assert check_attention(Broken, DistanceBias) == []  # takes no positions: not a legal combination
+    assert check_attention(Broken, lambda q, k: DistanceBias(q, k)) == []  # a factory, as configs make
+
+
+def partial_check(function, *args):
+    """`function(*args, checks=...)` as a function of `checks` alone."""
+    return lambda checks=None: function(*args, checks=checks)
+
+
+def test_a_score_that_ignores_its_positions_fails_cached_decoding_alone() -> None:
+    for check in (
+        partial_check(check_score, ArangeDistanceBias),
+        partial_check(check_attention, Sound, ArangeDistanceBias),
+    ):
+        with pytest.raises(AssertionError, match=r"^cached_decoding: .*step t=1\): the cached step differs"):
+            check()
+        others = [c for c in CHECKS if c not in ("cached_decoding", "permutation")]
+        assert check(checks=others) == others
+
+
+def test_the_fused_multi_head_path_keeps_padding_nan_out() -> None:
+    """SDPA adds its -inf mask to the scores, NaN + -inf = NaN: multi_head must zero padded keys first."""
+    assert check_attention(MultiHeadAttention, "scaled_dot", checks=("finiteness",)) == ["finiteness"]
+
+
+def test_unknown_check_names_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown check.*causalty; available: flags, shapes"):
+        check_attention(Sound, checks=("causalty",))
+
+
+def test_flags_must_be_consistent() -> None:
+    class CausalWithoutPositions(Sound):
+        takes_positions = False
+
+    with pytest.raises(
+        AssertionError, match="^flags: attention CausalWithoutPositions: declares causal without"
+    ):
+        check_attention(CausalWithoutPositions)
+
+
+def test_shape_checks_alone() -> None:
+    check_score_shapes(DotScore)
+    check_attention_shapes(MultiHeadAttention, "general", num_heads=2)
+    with pytest.raises(AssertionError, match="^shapes: score TransposedScore"):
+        check_score_shapes(TransposedScore)
+    check_score_shapes(UnusedParameterScore)  # no gradient is a later check's business
 
 
 def test_wrong_context_shape_and_construction_errors() -> None:
@@ -134,7 +391,11 @@ def test_wrong_context_shape_and_construction_errors() -> None:
             super().__init__(query_dim, key_dim, value_dim, score)
             self.output_dim = value_dim + 1
 
-    with pytest.raises(AssertionError, match=r"\(Tq=1\): wrong output shape: context is \(3, 1, 5\)"):
+    with pytest.raises(
+        AssertionError,
+        match=r"^shapes: attention WrongDim \(cross-attention, Tq=1\): wrong output shape: "
+        r"context is \(3, 1, 5\)",
+    ):
         check_attention(WrongDim)
     with pytest.raises(AssertionError, match="construction failed.*TypeError"):
         check_attention(ScoredAttention, bogus=1)
@@ -148,5 +409,16 @@ def test_wrong_context_shape_and_construction_errors() -> None:
         check_attention(Broken, score=refuses)
 
 
-def test_passing_plugin_passes() -> None:
-    check_attention(Broken)  # the unbroken base: proves the failures above come from the bugs
+def test_check_all_pairs_position_scores_with_mechanisms_that_take_positions(
+    isolated_registries: None,
+) -> None:
+    registry("score").register("distance_test")(DistanceBias)
+    registry("score").register("arange_test")(ArangeDistanceBias)
+    results = {(kind, name): error for kind, name, error in check_all()}
+    assert results[("score", "distance_test")] is None
+    assert results[("attention", "multi_head score=distance_test")] is None
+    assert results[("attention", "multi_head score=arange_test")].startswith(
+        "cached_decoding: attention MultiHeadAttention with score arange_test"
+    )
+    assert ("attention", "local_window score=distance_test") not in results  # it takes no positions
+    assert ("attention", "local_window score=dot") in results

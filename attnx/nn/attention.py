@@ -309,8 +309,10 @@ class MultiHeadAttention(Attention):
         self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
     ) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]:
         """(K W^K [B, H, Tk, d], the score's prepared keys, V W^V [B, H, Tk, d], mask [B, 1, 1, Tk])."""
-        k = self._split(self.W_k(keys))
-        values = self._split(self.W_v(values.masked_fill(~mask.unsqueeze(-1), 0)))
+        pad = ~mask.unsqueeze(-1)
+        # zero padded keys too: the fused kernel adds its -inf mask to the scores, and NaN + -inf is NaN
+        k = self._split(self.W_k(keys.masked_fill(pad, 0)))
+        values = self._split(self.W_v(values.masked_fill(pad, 0)))
         return k, self.score.prepare(k), values, mask[:, None, None, :]
 
     def extend(
