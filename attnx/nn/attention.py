@@ -125,7 +125,7 @@ class Attention(nn.Module):
         A causal request to a mechanism that is not `causal` is refused, never silently ignored."""
         if positions is not None and positions.causal and not self.causal:
             raise ValueError(f"{type(self).__name__} is not causal; it cannot serve a causal site")
-        if self.takes_positions:
+        if self.takes_positions or self.causal:  # causal needs the positions to know what is future
             return self.attend(query, prepared, need_weights, positions=positions)
         return self.attend(query, prepared, need_weights)
 
