@@ -84,7 +84,7 @@ def test_resume_reaches_the_same_metrics_as_an_uninterrupted_run(tmp_path: Path)
         "attention=additive",
         *TINY_RNN,
         *TINY,
-        "model.dropout=0.3",
+        "decoder.dropout=0.3",
         "optim/scheduler=constant",
     ]
     train(tmp_path / "straight", *common, "trainer.max_epochs=3")
