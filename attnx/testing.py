@@ -24,6 +24,7 @@ from typing import Any
 import torch
 
 from attnx.nn.attention import PLACEMENTS, Attention, ScoredAttention, ScoreFactory
+from attnx.nn.positions import Positions
 from attnx.nn.scores import Score
 from attnx.registry import load_all, registry
 
@@ -51,8 +52,10 @@ def check_score_shapes(cls: type[Score], **hyperparams: Any) -> None:
         g = torch.Generator().manual_seed(tq)
         q = torch.randn(2, 3, tq, dq, generator=g, dtype=torch.float64)
         k = torch.randn(2, 3, TK, dk, generator=g, dtype=torch.float64)
+        # a score that uses positions gets queries at 0..Tq-1 and keys at 0..Tk-1
+        positions = [Positions(Positions.span(tq), Positions.span(TK))] if score.uses_positions else []
         try:
-            out = score(q, score.prepare(k))
+            out = score(q, score.prepare(k), *positions)
         except Exception as error:
             raise AssertionError(
                 f"{label} (Tq={tq}): forward failed: {type(error).__name__}: {error}"
