@@ -13,6 +13,7 @@ import pytest
 import torch
 from tiny import ONE_EPOCH, TINY_SELF_ATTN, completed, sizes
 
+from attnx.config import compose
 from attnx.nn.attention import LuongAttention, Mechanism, MultiHeadAttention
 from attnx.nn.decoders import TransformerDecoder
 from attnx.nn.encoders import EncoderOutput
@@ -285,6 +286,23 @@ def test_transformer_decoder_with_a_key_cache_equals_teacher_forcing(name: str) 
             logits, state, _ = decoder.step(tokens[:, t], state)
             stepped.append(logits)
     assert torch.allclose(torch.stack(stepped, 1), forced, atol=1e-5)
+
+
+@pytest.mark.parametrize("option", ["sinusoidal", "learned", *NAMES])
+def test_each_option_of_the_positions_experiment_switches_every_site(option: str) -> None:
+    for name in NAMES:
+        score_class(name)  # registered: their configs are in Hydra's ConfigStore
+    cfg = compose(["experiment=positions", f"positions={option}"])
+    relative = option in NAMES
+    assert cfg.encoder.positions == cfg.decoder.positions == ("none" if relative else option)
+    chosen = [None if s is None else s.name for s in (cfg.encoder.score, cfg.decoder.score, cfg.score)]
+    assert chosen == [option if relative else None] * 3  # None: multi_head's scaled_dot
+    assert (cfg.encoder.name, cfg.decoder.name, cfg.attention.name) == (
+        "self_attn",
+        "transformer",
+        "multi_head",
+    )
+    assert cfg.task.max_len < cfg.task.test_min_len  # a length-generalisation split
 
 
 @pytest.mark.e2e
