@@ -43,5 +43,10 @@ def test_experiment_composes_with_every_swept_value(name: str) -> None:
     for key, values in params.items():
         for value in (v.strip() for v in str(values).split(",")):
             swept = _compose(f"experiment={name}", f"{key}={value}")
-            chosen = swept[key].name if key in registry.KINDS else OmegaConf.select(swept, key)
+            if key in registry.KINDS:
+                chosen = swept[key].name
+            elif key in swept.hydra.runtime.choices:  # a config group of the experiment's, e.g. positions
+                chosen = swept.hydra.runtime.choices[key]
+            else:
+                chosen = OmegaConf.select(swept, key)
             assert str(chosen) == value, (key, value)
