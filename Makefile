@@ -22,9 +22,10 @@ run: install
 	$(BIN)/attnx train -m experiment=quickstart hydra.sweep.dir=$$dir && \
 	$(BIN)/attnx report $$dir
 
-# Both in random order (pytest-randomly); the last line of the output names the seed to repeat it.
+# Both in random order (pytest-randomly; the last line of the output names the seed to repeat it), on two
+# worker processes (pytest-xdist): the end-to-end runs use one torch thread each, so two cores run two.
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n 2
 
 # The unit tests only: no CLI runs, Lightning fits, subprocesses or learning runs (markers in pyproject.toml).
 test-fast: install

@@ -3,7 +3,7 @@
 The checkpoint is verified and read with `torch.load(weights_only=True)` (attnx.lit.checkpoints):
 attnx stores its model spec as plain data, so no pickled code runs. For attention mechanisms it
 also prints, per output step (or for the whole input when classifying), the source tokens that
-received the most attention.
+received the most attention, and with `self_attention=true` each self-attention layer's top tokens.
 
 Bad input (an unreadable checkpoint, an empty or too long input, a mistyped option) is one line on
 stderr and exit 2. Input tokens the model never saw are read as `<unk>`, with a one-line warning.
@@ -18,11 +18,11 @@ from typing import Any, Optional
 from attnx.schema import DecodeConfig
 
 USAGE = """usage: attnx predict ckpt=PATH input=TEXT [decode.beam_size=N] [decode.length_penalty=A]
-                     [decode.max_len_ratio=R] [top_k=K] [max_input_len=N]
+                     [decode.max_len_ratio=R] [top_k=K] [max_input_len=N] [self_attention=true]
 
 Decodes (seq2seq) or classifies (classification) TEXT with the model in checkpoint PATH. Unset
 decode.* keys keep the checkpoint's. max_input_len defaults to the encoder's max_len (self_attn),
-else 1024 tokens."""
+else 1024 tokens. self_attention=true adds the encoder's and decoder's self-attention, layer by layer."""
 
 # The default max_input_len of encoders without a positional max_len (RNNs take any length, and a
 # decoder runs up to decode.max_len_ratio times as many steps: a 10,000-token input takes minutes).
@@ -35,6 +35,7 @@ class PredictOptions:
     is train.yaml's `decode:` schema, its unset keys left MISSING."""
 
     top_k: int = 3
+    self_attention: bool = False
     max_input_len: Optional[int] = None  # noqa: UP045 - OmegaConf needs typing.Optional
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
@@ -185,7 +186,9 @@ def predict(ckpt: str, text: str, options: Any) -> int:
             words = Vocab(spec["tgt_itos"]).decode(module.decode(src, src_len)[0].tolist())
             print(task.detokenize(words))
     # The weights behind each output token (or the pooling), averaged over heads.
-    for attention_map in attention_maps(module, batch, heads="mean", self_attention=False)[0]:
+    for attention_map in attention_maps(module, batch, heads="mean", self_attention=options.self_attention)[
+        0
+    ]:
         print(f"{attention_map.panels[0]}: {attention_map.row_axis} <- {attention_map.col_axis}, top {top_k}")
         for label, row in zip(attention_map.rows, attention_map.weights[0]):
             print(f"  {label:>12} <- {_top(row, attention_map.cols, top_k)}")

@@ -21,6 +21,7 @@ import torch
 
 from attnx import registry
 from attnx.measure import interleaved, ratios
+from attnx.nn.attention import Mechanism
 from attnx.nn.decoders import RNNDecoder
 from attnx.nn.encoders import EncoderOutput
 from attnx.table import markdown_table
@@ -42,8 +43,8 @@ def naive(decoder: RNNDecoder, enc: EncoderOutput, tgt_in: torch.Tensor) -> torc
 
 def candidates(args: argparse.Namespace, device: torch.device) -> dict[str, Callable[[], None]]:
     h = args.hidden
-    attention = registry.build("attention", {"name": "additive"}, query_dim=h, key_dim=h, value_dim=h)
-    decoder = RNNDecoder(VOCAB, 64, h, h, attention).to(device)
+    additive = Mechanism(registry.get("attention", "additive"))
+    decoder = RNNDecoder(VOCAB, h, additive, embed_dim=64, hidden_dim=h, dropout=0.0).to(device)
     lengths = torch.linspace(args.source // 2, args.source, args.batch, device=device).long()
     mask = torch.arange(args.source, device=device) < lengths[:, None]
     states = (torch.randn(args.batch, args.source, h, device=device) * mask[..., None]).requires_grad_()

@@ -6,7 +6,8 @@ without weights (`none`, `fixed_c`) yield no map:
   (greedy or beam search) and the output then teacher-forced, which gives the weights behind each
   emitted token whatever the decoder (Bahdanau et al. 2015, Fig. 3);
 - classification: the pooling weights over the input tokens;
-- self-attention encoders (any encoder with `record_weights`): each layer's self-attention.
+- self-attention encoders and decoders (any with `record_weights`): each layer's self-attention, on
+  request; a Transformer decoder's cross-attention map is its last layer's.
 """
 
 from __future__ import annotations
@@ -59,20 +60,26 @@ def attention_maps(
 
     `heads`: "each" keeps one map per head, "mean" averages them. `self_attention` adds the
     encoder's self-attention of `layers` (indices, negative from the end; None = all)."""
-    spec, encoder = module.spec, module.model.encoder
-    recording = self_attention and hasattr(encoder, "record_weights")
-    if recording:
-        encoder.record_weights = True  # kept by the forward pass below, read back after it
+    spec, model = module.spec, module.model
+    recorders = [m for m in (model.encoder, getattr(model, "decoder", None)) if hasattr(m, "record_weights")]
+    recorders = recorders if self_attention else []
+    for recorder in recorders:
+        recorder.record_weights = True  # kept by the forward pass below, read back after it
     try:
         if spec["model_type"] == "seq2seq":
             maps = _cross_attention(module, batch)
         else:
-            maps = _pooling(module.model, spec, batch)
-        if recording:
-            maps = [own + more for own, more in zip(maps, _self_attention(encoder, spec, batch, layers))]
+            maps = _pooling(model, spec, batch)
+        if model.encoder in recorders:
+            maps = [
+                own + more for own, more in zip(maps, _self_attention(model.encoder, spec, batch, layers))
+            ]
+        if getattr(model, "decoder", None) in recorders:
+            decoder_maps = _decoder_self_attention(model.decoder, spec, maps, layers)
+            maps = [own + more for own, more in zip(maps, decoder_maps)]
     finally:
-        if recording:
-            encoder.record_weights = False
+        for recorder in recorders:
+            recorder.record_weights = False
     return [[_heads(m, heads) for m in example] for example in maps]
 
 
@@ -134,28 +141,76 @@ def _pooling(model: Any, spec: dict[str, Any], batch: Batch) -> list[list[Attent
     return maps
 
 
+def _slot_name(spec: dict[str, Any], kind: str, what: str) -> str:
+    """The mechanism of a slot as configured: "multi_head self-attention layer", "dot (alibi score) ..."."""
+    section = spec[kind]
+    slot_name, slot = next(iter(registry.slots_of(registry.get(kind, section["name"])).items()))
+    name = (section.get(slot_name) or {"name": slot.default})["name"]
+    score = (section.get(slot.score) or {}).get("name")
+    return _named(f"{name} {what}", score, registry.get("attention", name).default_score)
+
+
+def _chosen(recorded: list[Any], layers: list[int] | None) -> list[int]:
+    return list(range(len(recorded))) if layers is None else [i % len(recorded) for i in layers]
+
+
+def _per_head(w: torch.Tensor) -> torch.Tensor:
+    """[(H,) Q, K] -> [H, Q, K]: single-head mechanisms give one panel."""
+    return w if w.dim() == 3 else w.unsqueeze(0)
+
+
 def _self_attention(
     encoder: Any, spec: dict[str, Any], batch: Batch, layers: list[int] | None
 ) -> list[list[AttentionMap]]:
-    """Maps from the weights the encoder recorded during the pass above ([B, H, T', T'] per layer;
-    T' = T + 1 when a CLS token leads the sequence)."""
+    """Maps from the weights the encoder recorded during the pass above ([B, (H,) T', T'] per layer;
+    T' = T + 1 when a CLS token leads the sequence); none for a mechanism without weights."""
     recorded = encoder.attention_weights
-    chosen = range(len(recorded)) if layers is None else [i % len(recorded) for i in layers]
-    name, score = spec["encoder"]["name"], spec["encoder"].get("score")
-    default = registry.registry("encoder").entry(name).hyperparams().get("score")
-    names = {i: _named(f"self-attention layer {i + 1}", score, default) for i in chosen}
-    title, rows = f"{name} encoder", "source (queries)"
+    chosen = [i for i in _chosen(recorded, layers) if recorded[i] is not None]
+    title, rows = f"{spec['encoder']['name']} encoder", "source (queries)"
     maps: list[list[AttentionMap]] = []
     for b, source in enumerate(_sources(spec, batch)):
         example = []
         for i in chosen:
-            w = recorded[i][b]
+            w = _per_head(recorded[i][b])
             labels = (["<cls>"] if w.shape[-1] > batch.src.shape[1] else []) + source
             n = len(labels)
             kind = f"self_layer{i + 1}"
-            example.append(AttentionMap(kind, w[:, :n, :n], labels, labels, title, names[i], rows))
+            name = _slot_name(spec, "encoder", f"self-attention layer {i + 1}")
+            example.append(AttentionMap(kind, w[:, :n, :n], labels, labels, title, name, rows))
         maps.append(example)
     return maps
+
+
+def _decoder_self_attention(
+    decoder: Any, spec: dict[str, Any], maps: list[list[AttentionMap]], layers: list[int] | None
+) -> list[list[AttentionMap]]:
+    """The decoder's causal self-attention from its recorded pass over the emitted output: query t is the
+    step that emitted output t, and it reads the decoder's inputs <bos>, y_1, .., y_t."""
+    recorded = decoder.attention_weights.get("self", [])
+    chosen = [i for i in _chosen(recorded, layers) if recorded[i] is not None]
+    found = []
+    for b, example in enumerate(maps):
+        cross = next((m for m in example if m.kind == "cross"), None)
+        if cross is None:  # cross-attention without weights: the emitted steps are unknown here
+            found.append([])
+            continue
+        steps, inputs = len(cross.rows), ["<bos>", *cross.rows[:-1]]
+        found.append(
+            [
+                AttentionMap(
+                    f"decoder_self_layer{i + 1}",
+                    _per_head(recorded[i][b])[:, :steps, :steps],
+                    cross.rows,
+                    inputs,
+                    cross.title,
+                    _slot_name(spec, "decoder", f"decoder self-attention layer {i + 1}"),
+                    "output step (queries)",
+                    "decoder input (keys)",
+                )
+                for i in chosen
+            ]
+        )
+    return found
 
 
 def _heads(attention_map: AttentionMap, heads: str) -> AttentionMap:
