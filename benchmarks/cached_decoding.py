@@ -25,9 +25,14 @@ from attnx.nn.attention import Mechanism
 from attnx.nn.decoders import TransformerDecoder
 from attnx.nn.encoders import EncoderOutput
 from attnx.table import markdown_table
-from attnx.vocab import BOS
+from attnx.vocab import BOS, PAD
 
 VOCAB = 32
+
+
+def pick(logits: torch.Tensor) -> torch.Tensor:
+    """Greedy choice as `Seq2Seq.greedy` makes it: never PAD or BOS."""
+    return logits.index_fill(-1, torch.tensor([PAD, BOS], device=logits.device), float("-inf")).argmax(-1)
 
 
 def cached(decoder: TransformerDecoder, enc: EncoderOutput, steps: int) -> torch.Tensor:
@@ -36,7 +41,7 @@ def cached(decoder: TransformerDecoder, enc: EncoderOutput, steps: int) -> torch
     tokens = []
     for _ in range(steps):
         logits, state, _ = decoder.step(y, state, need_weights=False)
-        y = logits.argmax(-1)
+        y = pick(logits)
         tokens.append(y)
     return torch.stack(tokens, 1)
 
@@ -45,7 +50,7 @@ def recomputed(decoder: TransformerDecoder, enc: EncoderOutput, steps: int) -> t
     prefix = torch.full((enc.mask.size(0), 1), BOS, device=enc.mask.device)
     for _ in range(steps):
         logits, _ = decoder(enc, prefix, need_weights=False)
-        prefix = torch.cat([prefix, logits[:, -1].argmax(-1, keepdim=True)], dim=1)
+        prefix = torch.cat([prefix, pick(logits[:, -1])[:, None]], dim=1)
     return prefix[:, 1:]
 
 

@@ -123,7 +123,7 @@ CASES = [
     ("train", "broken.py failed to import: ModuleNotFoundError: No module named 'nonexistent_mod'", "broken"),
     (
         "train attention=dot score=transposed_test score.transpose=true",
-        "fails the conformance kit (attnx plugins check): shapes: score TransposedTestScore: wrong output shape",
+        "fails the conformance kit (attnx plugins check): shapes: score TransposedTestScore: wrong output",
         "transposed",
     ),
     ("train trainer.devices=abc", "`devices` selected with `CPUAccelerator` should be an int > 0", None),

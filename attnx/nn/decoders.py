@@ -299,7 +299,7 @@ class TransformerDecoder(Decoder):
             Positions(queries, Positions.span(start + width, tokens.device), causal=True),
             Positions(queries, state.source),
         )
-        mask = tokens != PAD if start == 0 else torch.ones_like(tokens, dtype=torch.bool)
+        mask = tokens != PAD  # a finished row's PAD steps are keys of no later query, cached or not
         caches, self_weights, cross_weights = [], [], []
         for i, block in enumerate(self.blocks):
             cache = state.caches[i] if state.caches else None
