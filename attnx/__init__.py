@@ -6,7 +6,14 @@
 from importlib import import_module
 from typing import Any
 
-from attnx.registry import available, register_attention, register_encoder, register_score, register_task
+from attnx.registry import (
+    available,
+    register_attention,
+    register_decoder,
+    register_encoder,
+    register_score,
+    register_task,
+)
 
 __version__ = "0.1.0"
 
@@ -15,12 +22,15 @@ _LAZY = {
     "Attention": "attnx.nn.attention",
     "Encoder": "attnx.nn.encoders",
     "EncoderOutput": "attnx.nn.encoders",
+    "Decoder": "attnx.nn.decoders",
+    "Positions": "attnx.nn.positions",
     "Task": "attnx.tasks.base",
 }
 
 __all__ = [
     "available",
     "register_attention",
+    "register_decoder",
     "register_encoder",
     "register_score",
     "register_task",
