@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from babel.dates import format_date
-from tiny import ONE_EPOCH, TINY_MODEL, TINY_RNN, completed
+from tiny import ONE_EPOCH, TINY_MODEL, TINY_RNN, TINY_TRANSFORMER, completed
 
 from attnx.cli import main as cli
 from attnx.predict import load
@@ -26,7 +26,8 @@ from attnx.tasks.g2p import lexicon
 from attnx.tasks.vader import ARCHIVE, CORPORA, REQUIREMENT, ground_truth
 
 SLICE = {"train_size": 200, "val_size": 50, "test_size": 50, "batch_size": 16}
-TINY_RUN = [*TINY_RNN, *TINY_MODEL, *ONE_EPOCH, *(f"task.{key}={value}" for key, value in SLICE.items())]
+BUDGET = [*ONE_EPOCH, *(f"task.{key}={value}" for key, value in SLICE.items())]
+TINY_RUN = [*TINY_RNN, *TINY_MODEL, *BUDGET]
 
 
 @pytest.fixture(scope="session")
@@ -183,10 +184,15 @@ def test_real_tasks_train_end_to_end(
 
 
 @pytest.mark.e2e
-def test_beam_search_through_a_trained_checkpoint(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "model", [TINY_RUN, [*TINY_RNN, *TINY_TRANSFORMER, "attention=dot", *BUDGET]], ids=["rnn", "transformer"]
+)
+def test_beam_search_through_a_trained_checkpoint(
+    tmp_path: Path, capsys: pytest.CaptureFixture, model: list[str]
+) -> None:
     """Dates trained by the CLI, validated and tested with beam search; then from its checkpoint:
     beam 1 is exactly greedy, and a beam of 4 never has lower model log-probability than greedy."""
-    record = completed(tmp_path, "task=dates", "decode.beam_size=3", *TINY_RUN)
+    record = completed(tmp_path, "task=dates", "decode.beam_size=3", *model)
     assert 0.0 <= record["metrics"]["test/exact_match"] <= 1.0
     task = registry("task").get("dates")(**SLICE)
     batch = next(iter(task.dataloader("test")))

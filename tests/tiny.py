@@ -20,6 +20,13 @@ TINY_SELF_ATTN = [
     "encoder.ff_dim=16",
 ]
 TINY_MODEL = ["decoder.embed_dim=8", "decoder.hidden_dim=16"]
+TINY_TRANSFORMER = [
+    "decoder=transformer",
+    "decoder.d_model=16",
+    "decoder.attention.num_heads=2",
+    "decoder.num_layers=1",
+    "decoder.ff_dim=16",
+]
 ONE_EPOCH = ["trainer.max_epochs=1", "optim.scheduler.warmup_steps=0"]
 
 
@@ -29,7 +36,8 @@ def sizes(train: int | None = 48, val: int | None = 16, test: int | None = 16, b
     return [f"task.{key}={value}" for key, value in chosen.items() if value is not None]
 
 
-TINY = [*TINY_MODEL, *ONE_EPOCH, *sizes()]
+TINY_BUDGET = [*ONE_EPOCH, *sizes()]  # without the rnn decoder's sizes, for decoder=transformer
+TINY = [*TINY_MODEL, *TINY_BUDGET]
 
 
 def train(tmp: Path, *overrides: str, sweep: bool = False) -> int:
