@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny import TINY, TINY_RNN, TINY_BUDGET, TINY_SELF_ATTN, TINY_TRANSFORMER, results, train
+from tiny import TINY, TINY_BUDGET, TINY_RNN, TINY_SELF_ATTN, TINY_TRANSFORMER, results, train
 
 from attnx.cli import main as cli
 
