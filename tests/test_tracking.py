@@ -9,7 +9,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 from tensorboard.backend.event_processing.event_accumulator import IMAGES, EventAccumulator
-from tiny import TINY, TINY_RNN, TINY_SELF_ATTN, results, train
+from tiny import TINY, TINY_BUDGET, TINY_RNN, TINY_SELF_ATTN, TINY_TRANSFORMER, results, train
 
 from attnx import registry
 from attnx.predict import load
@@ -128,7 +128,9 @@ def test_pooling_maps_per_head_and_layer_are_labelled_with_the_input_tokens(tmp_
     assert figure.get_supylabel() == "learned query (predicted class)"
     assert panels(heatmap(mean)) == [("multi_head pooling, mean of 4 heads", "source (keys)")]
     figure = heatmap(last_layer)
-    assert panels(figure) == [(f"self-attention layer 1, head {h}", "source (keys)") for h in (1, 2)]
+    assert panels(figure) == [
+        (f"multi_head self-attention layer 1, head {h}", "source (keys)") for h in (1, 2)
+    ]
     assert figure.get_supylabel() == "source (queries)" and figure.get_suptitle() == "self_attn encoder"
 
 
@@ -145,3 +147,26 @@ def test_cross_attention_maps_are_the_decoding_weights_one_row_per_emitted_token
         figure = heatmap(cross)
         assert panels(figure) == [("dot cross-attention", "source (keys)")]
         assert figure.get_supylabel() == "output step (queries)" and figure.get_suptitle() == cross.title
+
+
+@pytest.mark.e2e
+def test_a_transformer_shows_cross_attention_and_both_self_attentions(tmp_path: Path) -> None:
+    """Cross-attention rows are the cached decoding's weights; decoder self-attention is causal, each
+    output step reading the decoder inputs up to its own."""
+    train(tmp_path, "task=reverse", "attention=dot", *TINY_SELF_ATTN, *TINY_TRANSFORMER, *TINY_BUDGET)
+    module = load(str(tmp_path / "checkpoints" / "last.ckpt"))
+    task = registry.build("task", module.spec["task"])
+    batch = next(iter(task.dataloader("val", batch_size=2)))
+    output = module.decode(batch.src, batch.src_len)
+    _, decoding_weights = module.model.greedy(batch.src, batch.src_len, output.shape[1])
+    for b, maps in enumerate(attention_maps(module, batch, heads="each")):
+        cross, encoder_self, decoder_self = maps
+        assert [m.kind for m in maps] == ["cross", "self_layer1", "decoder_self_layer1"]
+        steps, n = len(cross.rows), int(batch.src_len[b])
+        torch.testing.assert_close(cross.weights[0], decoding_weights[b, :steps, :n], atol=1e-5, rtol=1e-5)
+        assert decoder_self.rows == cross.rows and decoder_self.cols == ["<bos>", *cross.rows[:-1]]
+        assert decoder_self.weights.shape == (2, steps, steps)  # decoder.attention.num_heads=2
+        assert (decoder_self.weights.triu(1) == 0).all()  # no step reads a later input
+        assert decoder_self.name == "multi_head decoder self-attention layer 1"
+        assert encoder_self.weights.shape == (2, n, n)
+    assert not module.model.decoder.record_weights
