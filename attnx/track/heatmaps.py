@@ -30,8 +30,8 @@ CHAR_INCHES = 0.055  # one character of a 7-point title
 
 
 def heatmap(attention_map: AttentionMap) -> Figure:
-    """One panel per head, titled with what it shows ("self-attention layer 2, head 3"): queries down
-    the side, keys along the top (as in Bahdanau et al. 2015), both axes named, one colour scale.
+    """One panel per head, titled with what it shows ("multi_head self-attention layer 2, head 3"):
+    queries down the side, keys along the top (as in Bahdanau et al. 2015), both axes named, one colour scale.
 
     Panels share their axes, so only the outer ones carry token labels: text is most of the cost."""
     weights, titles = attention_map.weights, attention_map.panels
@@ -66,8 +66,8 @@ def heatmap(attention_map: AttentionMap) -> Figure:
 class AttentionHeatmaps(Callback):
     """Heatmaps of attention weights for `num_examples` fixed validation examples.
 
-    `heads`: "each" draws a panel per head, "mean" their average. `self_attention` also draws a
-    self-attention encoder's maps, for the `layers` listed (negative from the end; None = all).
+    `heads`: "each" draws a panel per head, "mean" their average. `self_attention` also draws the
+    encoder's and decoder's self-attention, for the `layers` listed (negative from the end; None = all).
     Mechanisms that return no weights (`none`, `fixed_c`) are skipped with one log line.
     """
 
