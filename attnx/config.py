@@ -116,6 +116,7 @@ def check_overrides(argv: list[str]) -> None:
     except Exception as error:  # Hydra's grammar: names the override it cannot parse
         raise ConfigError(one_line(error)) from error
     registry.load_all()
+    check_slot_overrides(parsed)
     keys = {o.key_or_group for o in parsed if "." not in o.key_or_group} - set(registry.KINDS)
     options = group_options(keys)
     for group, name in group_choices(parsed, {*registry.KINDS, *options}):
@@ -124,7 +125,34 @@ def check_overrides(argv: list[str]) -> None:
         return
     multirun = "-m" in argv or "--multirun" in argv
     for job in covering_jobs(parsed) if multirun else [overrides]:
-        compose(job, require_values=len(overrides) == len(argv))
+        try:
+            compose(job, require_values=len(overrides) == len(argv))
+        except ConfigError as error:
+            raise ConfigError(_slot_hint(str(error))) from None
+
+
+def check_slot_overrides(parsed: list[Any]) -> None:
+    """`encoder.attention=dot` sets a slot's section to a string: say that a slot is a config group."""
+    groups = registry.slot_groups()
+    for override in parsed:
+        key = override.key_or_group
+        if key.replace(".", "/") in groups and not override.is_sweep_override() and "/" not in key:
+            value = override.value()
+            if isinstance(value, str):
+                group = key.replace(".", "/")
+                raise ConfigError(
+                    f"{key}={value}: {key} is a config group, chosen as {group}={value} "
+                    f"(its hyperparameters are then {key}.*)"
+                )
+
+
+def _slot_hint(message: str) -> str:
+    """Hydra's "No match in the defaults list" for a slot group, said in attnx's words."""
+    for group, hosts in registry.slot_groups().items():
+        if f"Could not override '{group}'. No match in the defaults list" in message:
+            kind, slot = group.split("/")
+            return f"{group}: only {kind}={' or '.join(hosts)} has the slot `{slot}`; choose it first ({kind}={hosts[0]})"
+    return message
 
 
 def covering_jobs(parsed: list[Any]) -> list[list[str]]:

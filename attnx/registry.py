@@ -354,6 +354,16 @@ def _slot_defaults(slots: dict[str, Slot]) -> Iterator[tuple[str, str | None]]:
 _slot_groups: dict[str, set[str]] = {"attention": set(), "score": set()}
 
 
+def slot_groups() -> dict[str, list[str]]:
+    """Each slot config group ("encoder/attention", ...) -> the registered names that have that slot."""
+    found: dict[str, list[str]] = {}
+    for kind in ("encoder", "decoder"):
+        for name, entry in REGISTRIES[kind]._entries.items():
+            for field in slot_fields(entry.cls):
+                found.setdefault(f"{kind}/{field}", []).append(name)
+    return found
+
+
 def _store_config(entry: Entry) -> None:
     _store(entry.kind, entry.name, config_class(entry))
     for name, slot in slots_of(entry.cls).items():

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny import TINY, TINY_SELF_ATTN, train
+from tiny import TINY, TINY_BUDGET, TINY_SELF_ATTN, train
 
 from attnx.cli import main as cli
 
@@ -77,6 +77,51 @@ CASES = [
         None,
     ),
     ("train encoder=self_attn encoder.max_len=0", "encoder.max_len=0: must be a positive integer", None),
+    (
+        "train encoder=self_attn encoder.attention=dot",
+        "encoder.attention is a config group, chosen as encoder/attention=dot",
+        None,
+    ),
+    (
+        "train encoder/attention=dot",
+        "encoder/attention: only encoder=self_attn has the slot `attention`",
+        None,
+    ),
+    (
+        "train encoder=self_attn encoder/attention=dott",
+        "unknown encoder/attention 'dott'; did you mean 'dot'?",
+        None,
+    ),
+    (
+        "train encoder=self_attn encoder.attention.num_heads=abc",
+        "encoder.attention.num_heads=abc; Value 'abc'",
+        None,
+    ),
+    (
+        "train encoder=self_attn encoder.attention.window=3",
+        "Key 'window' not in 'MultiHeadAttentionConfig'",
+        None,
+    ),
+    (
+        "train encoder=self_attn encoder/attention=fixed_c",
+        "encoder.attention=fixed_c: FixedContext cannot be a self-attention layer",
+        None,
+    ),
+    (
+        "train decoder=transformer decoder/attention=none",
+        "decoder.attention=none: NoAttention cannot be a causal",
+        None,
+    ),
+    (
+        "train encoder=self_attn encoder/attention=none encoder/score=dot",
+        "encoder.attention=none: NoAttention cannot be",
+        None,
+    ),
+    (
+        "train decoder=transformer decoder/attention=dot decoder.attention.input_feeding=abc",
+        "decoder.attention.input_feeding=abc",
+        None,
+    ),
     ("train attention=multi_head attention.num_heads=0", "attention.num_heads=0: must be a positive", None),
     ("train task.batch_size=0", "task.batch_size=0: must be a positive integer", None),
     ("train task.train_size=-5", "task.train_size=-5: must be a positive integer", None),
@@ -264,7 +309,8 @@ def argv_of(line: str, files: dict[str, str], tmp: Path) -> list[str]:
     flags = [a for i, a in enumerate(args) if a.startswith("-") or (i and args[i - 1] == "--cfg")]
     overrides = [a for a in args if a not in flags]
     folder = f"hydra.sweep.dir={tmp}" if "-m" in flags else f"hydra.run.dir={tmp}"
-    return [command, *flags, *TINY, *overrides, folder]
+    tiny = TINY_BUDGET if "decoder=transformer" in overrides else TINY  # TINY sizes the rnn decoder
+    return [command, *flags, *tiny, *overrides, folder]
 
 
 @pytest.mark.parametrize(("line", "expected", "plugins"), CASES)
