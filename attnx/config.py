@@ -151,7 +151,8 @@ def _slot_hint(message: str) -> str:
     for group, hosts in registry.slot_groups().items():
         if f"Could not override '{group}'. No match in the defaults list" in message:
             kind, slot = group.split("/")
-            return f"{group}: only {kind}={' or '.join(hosts)} has the slot `{slot}`; choose it first ({kind}={hosts[0]})"
+            only = " or ".join(f"{kind}={host}" for host in hosts)
+            return f"{group}: only {only} has the slot `{slot}`; choose it first ({kind}={hosts[0]})"
     return message
 
 
