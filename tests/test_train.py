@@ -59,9 +59,12 @@ def test_predict_prints_output_and_attended_tokens(tmp_path: Path, capsys: pytes
     assert heading == "additive cross-attention: output step (queries) <- source (keys), top 3"
     assert steps and all("<-" in line for line in steps)  # one line per output step, its attended tokens
 
-    # A checkpoint from an older version: the mechanism under another name, a hyperparameter since removed
+    # A checkpoint from an older version: the mechanism under another name, a hyperparameter since removed,
+    # the rnn decoder's sizes under `model` (before decoders were a registry kind)
     checkpoint = torch.load(ckpt, map_location="cpu", weights_only=True)
-    checkpoint["attnx_spec"]["attention"] = {"name": "bahdanau", "removed_since": 1}
+    spec = checkpoint["attnx_spec"]
+    spec["attention"] = {"name": "bahdanau", "removed_since": 1}
+    spec["model"] = {k: v for k, v in spec.pop("decoder").items() if k != "name"}
     torch.save(checkpoint, tmp_path / "old.ckpt")
     with pytest.warns(UserWarning, match="additive' no longer takes removed_since"):
         assert cli(["predict", f"ckpt={tmp_path / 'old.ckpt'}", "input=a b c"]) == 0
