@@ -1,0 +1,218 @@
+"""Conformance kit: the invariants every score and attention must satisfy (DESIGN.md, Contracts).
+
+A plugin author's test is one line:
+
+    from attnx.testing import check_attention, check_score
+
+    def test_gaussian():
+        check_score(GaussianScore, bandwidth=0.5)
+
+The checks, by name (`CHECKS`, in the order they run; each failure message starts with the name):
+
+  flags            the capability flags are consistent (a known placement, causal only with positions)
+  shapes           context [B, Tq, output_dim], weights [B, ..., Tq, Tk]; a score's [..., Tq, Tk]
+  single_key       a sequence with a single valid key gets a finite context and weights
+  weights          returned weights are finite, ≥ 0 and sum to 1 over each query's keys
+  masking          masked keys get exactly 0 weight; changing padded inputs changes no real output
+  fast_path        need_weights=False returns the context of need_weights=True
+  prepare          attend_at(query, prepare(keys, values, mask), positions) equals forward
+  batch            each sequence alone gets the output it gets in the batch
+  padding          extra padding (a longer padded length) changes no real output
+  finiteness       outputs are finite; NaN/inf at padded positions reaches no real output or weight
+  causality        under causal positions, changing later tokens changes no earlier output   (causal)
+  permutation      permuted inputs give permuted outputs             (position_free, position-free score)
+  gradients        every parameter receives a non-zero finite gradient
+  cached_decoding  one token at a time through `AttentionSite.cache` equals a full causal pass over
+                   the prefix, also after a beam-search reorder (`KVCache.select`)          (causal)
+
+Each check runs where the mechanism's capability flags say it applies, in every setting the flags
+allow: cross-attention for one decoder step (Tq = 1) and for Tq = 3 queries (`cross_attention`);
+self-attention, query = keys = values (`self_attention`), also under a causal mask (`causal`). A score
+that `uses_positions` is checked only inside mechanisms that take positions: with any other mechanism
+it is not a legal combination, and nothing runs. The checks run in float64 and eval mode (dropout off)
+on small random inputs from fixed seeds: a batch of three sequences with 5, 3 and 1 valid tokens.
+
+`check_attention(cls, score, checks=("causality",))` runs chosen checks alone; every check function
+returns the names of the checks that applied and passed. `projection_loss` is the loss the gradient
+check backpropagates; a plugin's own gradient tests can use it too.
+
+The inputs (the subject, its settings, the helpers that compare outputs) are in `cases.py`, the
+checks themselves in `checks.py`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from typing import Any
+
+import torch
+
+from attnx.nn.attention import Attention, ScoreFactory, SoftmaxAttention
+from attnx.nn.scores import Score, build_score
+from attnx.registry import RegistryError, load_all, registry
+from attnx.testing.cases import SELF_DIM, Subject, projection_loss
+from attnx.testing.checks import CHECKS
+
+__all__ = [
+    "CHECKS",
+    "accepts",
+    "check_all",
+    "check_attention",
+    "check_attention_shapes",
+    "check_score",
+    "check_score_shapes",
+    "projection_loss",
+]
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry points
+
+
+def check_score(cls: type[Score], checks: Iterable[str] | None = None, **hyperparams: Any) -> list[str]:
+    """Check a Score class: its [..., Tq, Tk] scores, then every check (or `checks`) with the score inside
+    plain softmax attention, softmax(f(q, K)) V, which is causal and passes positions. Returns the checks
+    that ran."""
+    subject = Subject(
+        SoftmaxAttention,
+        partial(cls, **hyperparams),
+        {},
+        f"score {cls.__name__}",
+        uses_positions=cls.uses_positions,
+        score_cls=cls,
+        score_hyperparams=hyperparams,
+    )
+    return _run_checks(subject, checks)
+
+
+def check_score_shapes(cls: type[Score], **hyperparams: Any) -> None:
+    """The kit's first, cheap check alone: a score's [..., Tq, Tk] for Tq = 1 and Tq > 1, and the shapes
+    in softmax attention (`attnx train` runs it on a plugin score before training)."""
+    check_score(cls, checks=("shapes",), **hyperparams)
+
+
+def check_attention(
+    cls: type[Attention],
+    score: str | ScoreFactory | None = None,
+    checks: Iterable[str] | None = None,
+    **hyperparams: Any,
+) -> list[str]:
+    """Check an Attention class with `score` (a registered name, a factory, or None for its default):
+    every check (or `checks`) that its capability flags make applicable. Returns the checks that ran:
+    none when `score` uses positions and the mechanism takes none (not a legal combination)."""
+    return _run_checks(_attention(cls, score, hyperparams), checks)
+
+
+def check_attention_shapes(
+    cls: type[Attention], score: str | ScoreFactory | None = None, **hyperparams: Any
+) -> None:
+    """The kit's first, cheap check alone: the context [B, Tq, output_dim] and the weights [B, ..., Tq, Tk]
+    in every setting the flags allow (`attnx train` runs it on a plugin mechanism)."""
+    check_attention(cls, score, checks=("shapes",), **hyperparams)
+
+
+def accepts(cls: type[Attention], score: type[Score]) -> bool:
+    """Whether `cls` can host `score`: a score that uses positions needs a mechanism that takes them."""
+    return cls.default_score is not None and (cls.takes_positions or not score.uses_positions)
+
+
+def check_all() -> list[tuple[str, str, str | None]]:
+    """Run the kit on every registered score, and every attention with every score it accepts (the
+    mechanisms without a score alone). Returns (kind, name, error message or None)."""
+    load_all()
+    scores = registry("score").names()
+    results = [("score", name, _error_of(check_score, registry("score").get(name))) for name in scores]
+    for name in registry("attention").names():
+        cls = registry("attention").get(name)
+        if cls.default_score is None:
+            results.append(("attention", name, _error_of(check_attention, cls)))
+            continue
+        for score in scores:
+            if accepts(cls, registry("score").get(score)):
+                results.append(("attention", f"{name} score={score}", _error_of(check_attention, cls, score)))
+    return results
+
+
+def _attention(
+    cls: type[Attention], score: str | ScoreFactory | None, hyperparams: dict[str, Any]
+) -> Subject:
+    """The subject for `cls` with `score` (a registered name, a factory or None), labelled for messages."""
+    if isinstance(score, str):
+        load_all()
+        factory, named = registry("score").get(score), score
+    else:
+        factory, named = score, getattr(score, "__name__", score)
+    label = f"attention {cls.__name__}" + ("" if score is None else f" with score {named}")
+    return Subject(cls, factory, hyperparams, label, uses_positions=_uses_positions(cls, factory))
+
+
+def _uses_positions(cls: type[Attention], factory: ScoreFactory | None) -> bool:
+    """The `uses_positions` flag of the score `cls` gets: a Score class's (or a partial's of one), its
+    default score's, or that of the score a factory function builds."""
+    if factory is None:
+        try:
+            factory = registry("score").get(cls.default_score) if cls.default_score else None
+        except RegistryError:  # an unknown default fails construction, under the first check
+            return False
+    target = factory
+    while isinstance(target, partial):
+        target = target.func
+    if target is None or isinstance(target, type):
+        return bool(getattr(target, "uses_positions", False))
+    try:
+        return bool(build_score(factory, SELF_DIM, SELF_DIM).uses_positions)
+    except Exception:  # a factory that fails here fails construction too, under the first check
+        return False
+
+
+def _run_checks(subject: Subject, checks: Iterable[str] | None) -> list[str]:
+    """Run the named checks (all by default) that apply to `subject`; the first failure raises
+    AssertionError("<check>: <label> ..."). Returns the names of the checks that ran."""
+    names = list(CHECKS) if checks is None else list(checks)
+    unknown = [name for name in names if name not in CHECKS]
+    if unknown:
+        raise ValueError(f"unknown check(s) {', '.join(unknown)}; available: {', '.join(CHECKS)}")
+    if subject.uses_positions and not subject.cls.takes_positions:
+        return []  # not a legal combination: a site would never give the score its positions
+    ran = []
+    for name in names:
+        check = CHECKS[name]
+        if not check.applies(subject):
+            continue
+        try:
+            with _one_thread():
+                check.run(subject)
+        except AssertionError as error:
+            detail = str(error)
+            raise AssertionError(
+                f"{name}: {subject.label}{'' if detail.startswith('(') else ':'} {detail}"
+            ) from error
+        except Exception as error:  # a crash inside a check is that check's failure
+            raise AssertionError(f"{name}: {subject.label}: {type(error).__name__}: {error}") from error
+        ran.append(name)
+    return ran
+
+
+# ---------------------------------------------------------------------------------------------
+# Helpers
+
+
+@contextlib.contextmanager
+def _one_thread() -> Iterator[None]:
+    """One torch thread: on tensors this small, a thread pool only adds overhead (100x on a busy machine)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _error_of(check: Callable[..., Any], *args: Any) -> str | None:
+    try:
+        check(*args)
+    except Exception as error:  # a crash is a failure to report, not a reason to stop
+        return str(error) if isinstance(error, AssertionError) else f"{type(error).__name__}: {error}"
+    return None
