@@ -23,9 +23,10 @@ run: install
 	$(BIN)/attnx report $$dir
 
 # Both in random order (pytest-randomly; the last line of the output names the seed to repeat it), on two
-# worker processes (pytest-xdist): the end-to-end runs use one torch thread each, so two cores run two.
+# worker processes (pytest-xdist; an idle worker steals queued tests): the end-to-end runs use one torch
+# thread each, so two cores run two.
 test: install
-	$(BIN)/python -m pytest -n 2
+	$(BIN)/python -m pytest -n 2 --dist worksteal
 
 # The unit tests only: no CLI runs, Lightning fits, subprocesses or learning runs (markers in pyproject.toml).
 test-fast: install

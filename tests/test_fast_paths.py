@@ -17,7 +17,7 @@ import lightning.pytorch as pl
 import pytest
 import torch
 import torch.nn.functional as F
-from tiny import ONE_EPOCH, TINY_MODEL, TINY_SELF_ATTN, sizes, train
+from tiny import NO_HEATMAPS, ONE_EPOCH, TINY_MODEL, TINY_SELF_ATTN, sizes, train
 
 from attnx import registry
 from attnx.config import compose
@@ -35,6 +35,7 @@ FUSED = [
     *TINY_MODEL,
     "model.dropout=0.0",
     *sizes(train=32, val=8, test=8, batch=8),
+    *NO_HEATMAPS,
 ]
 
 

@@ -11,7 +11,7 @@ from types import ModuleType
 
 import pytest
 import torch
-from tiny import ONE_EPOCH, TINY_SELF_ATTN, completed, sizes
+from tiny import NO_HEATMAPS, ONE_EPOCH, TINY_SELF_ATTN, completed, sizes
 
 from attnx.config import compose
 from attnx.nn.attention import LuongAttention, Mechanism, MultiHeadAttention
@@ -312,6 +312,7 @@ def test_attnx_train_with_the_score_at_every_site(tmp_path: Path, name: str) -> 
         tmp_path,
         *TINY_SELF_ATTN,
         *ONE_EPOCH,
+        *NO_HEATMAPS,
         *sizes(train=64),
         f"encoder/score={name}",
         "encoder.positions=none",

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 import torch
 from babel.dates import format_date
-from tiny import ONE_EPOCH, TINY_MODEL, TINY_RNN, TINY_TRANSFORMER, completed
+from tiny import NO_HEATMAPS, ONE_EPOCH, TINY_MODEL, TINY_RNN, TINY_TRANSFORMER, completed
 
 from attnx.cli import main as cli
 from attnx.predict import load
@@ -26,7 +26,7 @@ from attnx.tasks.g2p import lexicon
 from attnx.tasks.vader import ARCHIVE, CORPORA, REQUIREMENT, ground_truth
 
 SLICE = {"train_size": 200, "val_size": 50, "test_size": 50, "batch_size": 16}
-BUDGET = [*ONE_EPOCH, *(f"task.{key}={value}" for key, value in SLICE.items())]
+BUDGET = [*ONE_EPOCH, *NO_HEATMAPS, *(f"task.{key}={value}" for key, value in SLICE.items())]
 TINY_RUN = [*TINY_RNN, *TINY_MODEL, *BUDGET]
 
 

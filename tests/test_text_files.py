@@ -8,12 +8,18 @@ import logging
 from pathlib import Path
 
 import pytest
-from tiny import ONE_EPOCH, TINY_MODEL, TINY_RNN, completed, train
+from tiny import NO_HEATMAPS, ONE_EPOCH, TINY_MODEL, TINY_RNN, completed, train
 
 from attnx.registry import registry
 from attnx.tasks.base import SPLITS, Task
 
-TINY_RUN = [*TINY_RNN, *TINY_MODEL, *ONE_EPOCH, "task.batch_size=8"]  # no task.*_size: every row of the files
+TINY_RUN = [
+    *TINY_RNN,
+    *TINY_MODEL,
+    *ONE_EPOCH,
+    *NO_HEATMAPS,
+    "task.batch_size=8",
+]  # no task.*_size: every row of the files
 REVIEWS = [("a great film", "pos"), ("truly awful", "neg"), ("great fun", "pos"), ("awful, dull", "neg")]
 
 

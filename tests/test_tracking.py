@@ -9,7 +9,7 @@ import pytest
 import torch
 from matplotlib.figure import Figure
 from tensorboard.backend.event_processing.event_accumulator import IMAGES, EventAccumulator
-from tiny import TINY, TINY_BUDGET, TINY_RNN, TINY_SELF_ATTN, TINY_TRANSFORMER, results, train
+from tiny import TINY_BUDGET, TINY_DRAWN, TINY_RNN, TINY_SELF_ATTN, TINY_TRANSFORMER, results, train
 
 from attnx import registry
 from attnx.predict import load
@@ -46,7 +46,7 @@ def test_wandb_mode_is_offline_without_credentials(
 def test_wandb_sweep_makes_one_finished_offline_run_per_job_with_heatmaps(
     no_wandb_account: None, tmp_path: Path
 ) -> None:
-    train(tmp_path, "logger=wandb", "attention=additive,dot", *TINY_RNN, *TINY, sweep=True)
+    train(tmp_path, "logger=wandb", "attention=additive,dot", *TINY_RNN, *TINY_DRAWN, sweep=True)
     records = results(tmp_path)
     assert [r["status"] for r in records] == ["completed", "completed"]
     for n, attention in enumerate(("additive", "dot")):
@@ -65,14 +65,14 @@ def test_a_logged_in_run_without_network_falls_back_to_offline(
 ) -> None:
     monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
     monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens: connection refused
-    train(tmp_path, "logger=wandb", "logger.wandb.init_timeout=1", "attention=dot", *TINY_RNN, *TINY)
+    train(tmp_path, "logger=wandb", "logger.wandb.init_timeout=1", "attention=dot", *TINY_RNN, *TINY_DRAWN)
     assert results(tmp_path)[0]["status"] == "completed"
     assert len(list((tmp_path / "wandb").glob("offline-run-*/files/media/images/test/attention/*.png"))) == 4
 
 
 @pytest.mark.e2e
 def test_tensorboard_event_files_hold_the_heatmap_figures(tmp_path: Path) -> None:
-    train(tmp_path, "logger=tensorboard", "attention=multi_head", *TINY_RNN, *TINY)
+    train(tmp_path, "logger=tensorboard", "attention=multi_head", *TINY_RNN, *TINY_DRAWN)
     events = EventAccumulator(str(tmp_path / "tensorboard"), size_guidance={IMAGES: 0}).Reload()
     tags = events.Tags()["images"]
     assert {f"test/attention/cross/{i}" for i in range(4)} <= set(tags)
@@ -82,7 +82,7 @@ def test_tensorboard_event_files_hold_the_heatmap_figures(tmp_path: Path) -> Non
 
 @pytest.mark.e2e
 def test_mechanisms_without_weights_train_and_draw_nothing(tmp_path: Path) -> None:
-    train(tmp_path, "attention=none,fixed_c", *TINY_RNN, *TINY, sweep=True)
+    train(tmp_path, "attention=none,fixed_c", *TINY_RNN, *TINY_DRAWN, sweep=True)
     assert [r["status"] for r in results(tmp_path)] == ["completed", "completed"]
     assert not list(tmp_path.rglob("*.png"))
 
@@ -98,7 +98,7 @@ def panels(figure: Figure) -> list[tuple[str, str]]:
 
 def _trained(tmp: Path, *overrides: str) -> tuple[Any, Batch]:
     """A module trained for one tiny epoch, loaded back from its checkpoint, and two validation examples."""
-    train(tmp, *overrides, *TINY)
+    train(tmp, *overrides, *TINY_DRAWN)
     module = load(str(tmp / "checkpoints" / "last.ckpt"))
     task = registry.build("task", module.spec["task"])
     return module, next(iter(task.dataloader("val", batch_size=2)))

@@ -36,8 +36,12 @@ def sizes(train: int | None = 48, val: int | None = 16, test: int | None = 16, b
     return [f"task.{key}={value}" for key, value in chosen.items() if value is not None]
 
 
-TINY_BUDGET = [*ONE_EPOCH, *sizes()]  # without the rnn decoder's sizes, for decoder=transformer
+# Heatmaps are drawn only where a test looks at them (TINY_DRAWN, test_tracking.py): drawing them at a
+# tiny run's test end costs more than the run.
+NO_HEATMAPS = ["callbacks.attention_heatmaps=null"]
+TINY_BUDGET = [*ONE_EPOCH, *sizes(), *NO_HEATMAPS]  # without the rnn decoder's sizes, for decoder=transformer
 TINY = [*TINY_MODEL, *TINY_BUDGET]
+TINY_DRAWN = [*TINY_MODEL, *ONE_EPOCH, *sizes()]
 
 
 def train(tmp: Path, *overrides: str, sweep: bool = False) -> int:
