@@ -211,6 +211,11 @@ class Registry:
     def get(self, name: str) -> type:
         return self.entry(name).cls
 
+    def config_names(self) -> Iterator[tuple[str, Entry]]:
+        """Every name a config may use (registered, alias, deprecated) with the entry it builds."""
+        for name in [*self._entries, *self._aliases, *self._renamed]:
+            yield name, self._entries[self._target(name) or name]
+
     def __contains__(self, name: str) -> bool:
         return name in self._entries or self._target(name) is not None
 
@@ -358,8 +363,8 @@ def slot_groups() -> dict[str, list[str]]:
     """Each slot config group ("encoder/attention", ...) -> the registered names that have that slot."""
     found: dict[str, list[str]] = {}
     for kind in ("encoder", "decoder"):
-        for name, entry in REGISTRIES[kind]._entries.items():
-            for field in slot_fields(entry.cls):
+        for name in REGISTRIES[kind].names():
+            for field in slot_fields(REGISTRIES[kind].get(name)):
                 found.setdefault(f"{kind}/{field}", []).append(name)
     return found
 
@@ -370,10 +375,8 @@ def _store_config(entry: Entry) -> None:
         for kind, group in (("attention", f"{entry.kind}/{name}"), ("score", f"{entry.kind}/{slot.score}")):
             if group not in _slot_groups[kind]:
                 _slot_groups[kind].add(group)
-                reg = REGISTRIES[kind]
-                for other in [*reg._entries, *reg._aliases, *reg._renamed]:
-                    node = config_class(reg._entries[reg._target(other) or other])
-                    _store_group(group, other, node)
+                for other, target in REGISTRIES[kind].config_names():
+                    _store_group(group, other, config_class(target))
 
 
 def _store(kind: str, name: str, node: type) -> None:

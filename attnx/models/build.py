@@ -99,9 +99,12 @@ def slot_mechanisms(kind: str, section: Mapping[str, Any]) -> dict[str, Mechanis
     return mechanisms
 
 
-def build_host(kind: str, section: Mapping[str, Any], **structural: Any) -> Any:
-    """`registry.build` for a class that may host slots: their sections become Mechanisms."""
-    slots = slot_mechanisms(kind, section)
+def build_host(
+    kind: str, section: Mapping[str, Any], slots: dict[str, Mechanism] | None = None, **structural: Any
+) -> Any:
+    """`registry.build` for a class that may host slots: their sections become Mechanisms (`slots`, when
+    `sites` has made them already)."""
+    slots = slot_mechanisms(kind, section) if slots is None else slots
     fields = set(registry.slot_fields(registry.get(kind, section["name"])))
     plain = {k: v for k, v in section.items() if k not in fields}
     return registry.build(kind, plain, **structural, **slots)
@@ -146,8 +149,13 @@ def build_model(
     unknown = sorted(set(model) - set(MODEL_KEYS))
     if unknown:
         raise ValueError(f"unknown model key(s) {', '.join(unknown)}; allowed: {', '.join(MODEL_KEYS)}")
-    cross = sites(model_type, encoder, attention, score, decoder)["attention"]
-    enc = build_host("encoder", encoder, vocab_size=src_vocab)
+    found = sites(model_type, encoder, attention, score, decoder)
+    cross = found["attention"]
+
+    def slots(kind: str) -> dict[str, Mechanism]:
+        return {key.split(".", 1)[1]: m for key, m in found.items() if key.startswith(f"{kind}.")}
+
+    enc = build_host("encoder", encoder, slots("encoder"), vocab_size=src_vocab)
 
     if model_type == "classification":
         if num_classes is None:
@@ -157,5 +165,12 @@ def build_model(
 
     if tgt_vocab is None:
         raise ValueError("a seq2seq model needs tgt_vocab")
-    dec = build_host("decoder", decoder, vocab_size=tgt_vocab, enc_dim=enc.output_dim, cross_attention=cross)
+    dec = build_host(
+        "decoder",
+        decoder,
+        slots("decoder"),
+        vocab_size=tgt_vocab,
+        enc_dim=enc.output_dim,
+        cross_attention=cross,
+    )
     return Seq2Seq(enc, dec)
