@@ -59,7 +59,6 @@ class AttentionSite(nn.Module):
         if why is not None:
             raise ValueError(why)
         self.mechanism = mechanism(d_model, d_model, d_model)
-        self.role = role
         width = self.mechanism.output_dim
         self.out = nn.Identity() if width == d_model else nn.Linear(width, d_model, bias=False)
 
