@@ -12,14 +12,14 @@ import inspect
 import operator
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from fnmatch import fnmatch
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from attnx import registry
-from attnx.config import ConfigError
+from attnx.config import ConfigError, plain
 
 # Bounds the schema's types cannot express: key -> (comparison, bound). A key that a config lacks (a user's
 # optimiser without weight_decay) is not checked.
@@ -94,19 +94,19 @@ def validate(cfg: DictConfig) -> None:
     if cfg.resume not in (None, "auto"):
         raise ConfigError(f"resume must be null or auto, got {cfg.resume!r}")
     check_trainer(cfg.trainer)
-    check_sites(cfg)
-    check_plugins(cfg)
+    check_plugins(check_sites(cfg).values())
 
 
-def check_sites(cfg: DictConfig) -> None:
+def check_sites(cfg: DictConfig) -> dict[str, Any]:
     """Every attention site's mechanism can serve it (`attnx.models.build.sites`: capability flags,
-    positions), and the rnn decoder knows the cross-attention's placement."""
+    positions), and the rnn decoder knows the cross-attention's placement. Returns the sites'
+    `Mechanism`s."""
     from attnx.models.build import sites
     from attnx.nn.attention import PLACEMENTS
 
     model_type = registry.get("task", cfg.task.name).model_type
     try:
-        sites(model_type, *(_plain(cfg.get(k)) for k in ("encoder", "attention", "score", "decoder")))
+        found = sites(model_type, *(plain(cfg.get(k)) for k in ("encoder", "attention", "score", "decoder")))
     except ValueError as error:
         raise ConfigError(str(error)) from None
     attention = registry.get("attention", cfg.attention.name)
@@ -116,10 +116,7 @@ def check_sites(cfg: DictConfig) -> None:
             f"{attention.placement!r}, expected one of {', '.join(PLACEMENTS)}), so it cannot be used with "
             f"the seq2seq task={cfg.task.name} and decoder=rnn"
         )
-
-
-def _plain(node: Any) -> Any:
-    return OmegaConf.to_container(node, resolve=True) if isinstance(node, DictConfig) else node
+    return found
 
 
 def check_trainer(trainer: DictConfig) -> None:
@@ -196,45 +193,25 @@ def check_accelerator(name: str) -> None:
         )
 
 
-def check_plugins(cfg: DictConfig) -> None:
-    """The conformance kit's shape check on every plugin score or mechanism of the run, at every site,
-    with the configured hyperparameters, so that a wrong shape is the kit's one line before training,
-    not a size mismatch inside a decoder. Built-ins are skipped: they pass the whole kit
-    (tests/test_kit.py)."""
-    from attnx.models.build import resolve_score_name, score_factory
+def check_plugins(mechanisms: Iterable[Any]) -> None:
+    """The conformance kit's shape check on every plugin score or mechanism of the run's sites (their
+    `Mechanism`s, with the configured hyperparameters), so that a wrong shape is the kit's one line
+    before training, not a size mismatch inside a decoder. Built-ins are skipped: they pass the whole
+    kit (tests/test_kit.py)."""
     from attnx.testing import check_attention_shapes, check_score_shapes
 
-    def plugin(kind: str, name: str | None) -> bool:
-        return name is not None and registry.registry(kind).entry(name).origin != "built-in"
+    def plugin(cls: type | None) -> bool:  # built-ins live in attnx's modules; plugins in attnx_plugins.*
+        return cls is not None and not cls.__module__.startswith("attnx.")
 
-    def hyperparams(section: dict[str, Any] | None) -> dict[str, Any]:
-        return {k: v for k, v in (section or {}).items() if k != "name"}
-
-    for attention, score in _site_sections(cfg):
-        score_name = resolve_score_name(attention["name"], score)
+    for mechanism in mechanisms:
+        score = mechanism.score  # a partial of the score class (`models.build.score_factory`), or None
         try:
-            if plugin("score", score_name):
-                check_score_shapes(registry.get("score", score_name), **hyperparams(score))
-            if plugin("attention", attention["name"]):
-                factory = (
-                    None if score_name is None else score_factory({"name": score_name, **hyperparams(score)})
-                )
-                check_attention_shapes(
-                    registry.get("attention", attention["name"]), factory, **hyperparams(attention)
-                )
+            if score is not None and plugin(score.func):
+                check_score_shapes(score.func, **score.keywords)
+            if plugin(mechanism.cls):
+                check_attention_shapes(mechanism.cls, score, **mechanism.hyperparams)
         except AssertionError as error:
             raise ConfigError(f"fails the conformance kit (attnx plugins check): {error}") from error
-
-
-def _site_sections(cfg: DictConfig) -> list[tuple[dict[str, Any], dict[str, Any] | None]]:
-    """(attention, score) sections of every site: the run's, then each slot of the encoder and decoder."""
-    found = [(_plain(cfg.attention), _plain(cfg.get("score")))]
-    for kind in ("encoder", "decoder"):
-        section = _plain(cfg.get(kind)) or {}
-        if "name" in section:
-            for name, slot in registry.slots_of(registry.get(kind, section["name"])).items():
-                found.append((section.get(name) or {"name": slot.default}, section.get(slot.score)))
-    return found
 
 
 def _appended(node: Any, prefix: str = "") -> list[tuple[str, list[str]]]:

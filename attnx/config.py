@@ -174,6 +174,13 @@ def covering_jobs(parsed: list[Any]) -> list[list[str]]:
     return [[c[min(i, len(c) - 1)] for c in columns] for i in range(jobs)]
 
 
+def plain(node: Any) -> Any:
+    """A config node as plain data (dicts, lists), resolved; `???` left unset is an error, never a value."""
+    if not isinstance(node, DictConfig):
+        return node
+    return OmegaConf.to_container(node, resolve=True, throw_on_missing=True)
+
+
 def compose(
     overrides: list[str], return_hydra_config: bool = False, require_values: bool = True
 ) -> DictConfig:

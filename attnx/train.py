@@ -32,7 +32,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from attnx import registry
 from attnx.checks import validate
-from attnx.config import CONF_DIR, ConfigError, check_overrides, one_line, search_path_override
+from attnx.config import CONF_DIR, ConfigError, check_overrides, one_line, plain, search_path_override
 from attnx.models.build import resolve_score_name
 from attnx.track import sweep
 from attnx.track.lock import RunFolderBusy, RunLock
@@ -146,7 +146,7 @@ def _run(cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, signals: Si
         try:
             record["config"] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
             task, module, trainer = assemble(cfg, signals)
-            record["choices"]["score"] = resolve_score_name(cfg.attention.name, _plain(cfg.get("score")))
+            record["choices"]["score"] = resolve_score_name(cfg.attention.name, plain(cfg.get("score")))
             if task.model_type != "seq2seq":
                 record["choices"]["decoder"] = None  # a classifier has none; the group's default is unused
             record["model_type"] = task.model_type
@@ -191,14 +191,14 @@ def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any,
     task.setup()
     spec = {
         "model_type": task.model_type,
-        "task": _plain(cfg.task),
-        "encoder": _plain(cfg.encoder),
-        "decoder": _plain(cfg.decoder) if task.model_type == "seq2seq" else None,
-        "attention": _plain(cfg.attention),
-        "score": _plain(cfg.get("score")),
-        "model": _plain(cfg.model),
-        "optim": _plain(cfg.optim),
-        "decode": _plain(cfg.decode),
+        "task": plain(cfg.task),
+        "encoder": plain(cfg.encoder),
+        "decoder": plain(cfg.decoder) if task.model_type == "seq2seq" else None,
+        "attention": plain(cfg.attention),
+        "score": plain(cfg.get("score")),
+        "model": plain(cfg.model),
+        "optim": plain(cfg.optim),
+        "decode": plain(cfg.decode),
         "compile": cfg.compile,
         "src_itos": task.src_vocab.itos,
         "tgt_itos": task.tgt_vocab.itos if task.model_type == "seq2seq" else None,
@@ -376,9 +376,3 @@ def _same_run(before: list[str], now: list[str]) -> bool:
         return sorted(o for o in overrides if not o.startswith("resume="))
 
     return key(before) == key(now)
-
-
-def _plain(node: Any) -> Any:
-    if not isinstance(node, DictConfig):
-        return node
-    return OmegaConf.to_container(node, resolve=True, throw_on_missing=True)  # `???` is never a value

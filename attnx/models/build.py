@@ -9,8 +9,8 @@ config validation (before any data is built) and for model assembly alike.
 from __future__ import annotations
 
 import dataclasses
-import inspect
 from collections.abc import Mapping
+from functools import partial
 from typing import Any
 
 from torch import nn
@@ -19,7 +19,7 @@ from attnx import registry
 from attnx.models.classifier import Classifier
 from attnx.models.seq2seq import Seq2Seq
 from attnx.nn.attention import Mechanism
-from attnx.nn.scores import Score, ScoreFactory
+from attnx.nn.scores import ScoreFactory
 from attnx.nn.transformer import refusal
 from attnx.schema import ModelConfig
 
@@ -43,15 +43,10 @@ def resolve_score_name(attention_name: str, score_cfg: Mapping[str, Any] | None)
 
 
 def score_factory(score_cfg: Mapping[str, Any]) -> ScoreFactory:
-    """(query_dim, key_dim[, num_heads]) -> Score with the config's hyperparameters; a mechanism may
-    call it per head. `num_heads` reaches scores whose constructor takes it."""
-    takes_heads = "num_heads" in inspect.signature(registry.get("score", score_cfg["name"])).parameters
-
-    def make(query_dim: int, key_dim: int, num_heads: int = 1) -> Score:
-        heads = {"num_heads": num_heads} if takes_heads else {}
-        return registry.build("score", score_cfg, query_dim=query_dim, key_dim=key_dim, **heads)
-
-    return make
+    """The score class with the config's hyperparameters bound: (query_dim, key_dim) -> Score. A mechanism
+    builds it through `build_score`, which also passes `num_heads` to a score that takes it."""
+    params = {k: v for k, v in score_cfg.items() if k != "name"}
+    return partial(registry.get("score", score_cfg["name"]), **params)
 
 
 def mechanism(

@@ -316,7 +316,11 @@ class MultiHeadAttention(Attention):
         return k, self.score.prepare(k), values, mask[:, None, None, :]
 
     def extend(
-        self, prepared: tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor], keys, values, mask
+        self,
+        prepared: tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor],
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor,
     ) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]:
         k, _, v, m = prepared
         new_k, _, new_v, new_m = self.prepare(keys, values, mask)
