@@ -156,6 +156,11 @@ def _run(cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, signals: Si
     except Interrupted as error:
         _interrupted(record, output_dir, error.signum, trainer)
         raise
+    except SystemExit as error:  # Lightning's SIGTERMException: its loops raise it at an epoch boundary
+        if signals.received is None:
+            raise
+        _interrupted(record, output_dir, signals.received, trainer)
+        raise Interrupted(signals.received) from error
     except Exception as error:  # a crashed run is recorded, never silently lost
         return _fail(record, output_dir, error, multirun, user_error=False)
     finally:
@@ -309,6 +314,8 @@ def _interrupted(record: dict[str, Any], output_dir: Path, signum: int, trainer:
         from attnx.lit.interrupt import SaveOnInterrupt
 
         saved = next((c.saved for c in trainer.callbacks if isinstance(c, SaveOnInterrupt)), None)
+        # stopped after fit (in the final validation or test): its last checkpoint is where it got to
+        saved = saved or getattr(trainer.checkpoint_callback, "last_model_path", None) or None
         record.update(epochs=trainer.current_epoch, steps=trainer.global_step)
     name = signal.Signals(signum).name
     record.update(status="interrupted", error=f"interrupted by {name}", checkpoint=saved)

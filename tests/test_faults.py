@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from lightning.pytorch import Callback, LightningModule, Trainer
 from tiny import TINY, TINY_MODEL, TINY_RNN, completed, results, sizes, train
 
 from attnx import registry
@@ -30,14 +31,30 @@ pytestmark = pytest.mark.e2e
 LONG = [*TINY_RNN, *TINY_MODEL, *sizes(train=1000), "trainer.max_epochs=50", "optim.scheduler.warmup_steps=0"]
 
 
-def launch(args: list[str], before: Callable[[], None] | None = None) -> multiprocessing.Process:
-    """`attnx <args>` in a forked child; its exitcode is the CLI's (or -N when killed by signal N)."""
-    process = multiprocessing.get_context("fork").Process(target=_child, args=(args, before), daemon=False)
+def launch(
+    args: list[str], output: Path, before: Callable[[], None] | None = None
+) -> multiprocessing.Process:
+    """`attnx <args>` in a forked child; its exitcode is the CLI's (or -N when killed by signal N).
+    What it prints goes to `output`, which `ended` shows when the exit code is wrong."""
+    context = multiprocessing.get_context("fork")
+    process = context.Process(target=_child, args=(args, output, before), daemon=False)
+    process.output = output  # type: ignore[attr-defined]
     process.start()
     return process
 
 
-def _child(args: list[str], before: Callable[[], None] | None) -> None:
+def ended(process: multiprocessing.Process, code: int, seconds: float = 60) -> None:
+    """Wait for a launched child and assert its exit code, showing what it printed when that is wrong."""
+    process.join(seconds)
+    output: Path = process.output  # type: ignore[attr-defined]
+    assert process.exitcode == code, output.read_text()[-4000:] if output.exists() else "(no output)"
+
+
+def _child(args: list[str], output: Path, before: Callable[[], None] | None) -> None:
+    out = os.open(output, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    sys.stdout = sys.stderr = os.fdopen(out, "w", buffering=1)  # pytest's capture is not a real file
+    os.dup2(out, 1)
+    os.dup2(out, 2)
     if before is not None:
         before()
     code = 1
@@ -75,11 +92,10 @@ def test_sigterm_and_sigint_save_a_checkpoint_record_interrupted_and_resume_comp
 ) -> None:
     run = tmp_path / "run"
     args = ["train", *LONG, "trainer.max_epochs=3", f"hydra.run.dir={run}"]
-    first = launch(args)
+    first = launch(args, tmp_path / "first.out")
     wait_for((run / "checkpoints" / "last.ckpt").exists, what="the first epoch's checkpoint")
     os.kill(first.pid, signal.SIGTERM)
-    first.join(60)
-    assert first.exitcode == 143
+    ended(first, 143)
     stopped = record(run)
     assert stopped["status"] == "interrupted" and stopped["error"] == "interrupted by SIGTERM"
     saved = torch.load(stopped["checkpoint"], weights_only=True)
@@ -87,11 +103,10 @@ def test_sigterm_and_sigint_save_a_checkpoint_record_interrupted_and_resume_comp
     assert cli(["report", str(run)]) == 0
     assert "0/1 runs completed; 1 interrupted" in capsys.readouterr().out
 
-    second = launch([*args, "resume=auto"])
+    second = launch([*args, "resume=auto"], tmp_path / "second.out")
     wait_for(lambda: record(run).get("pid") == second.pid, what="the resumed run's record")
     os.kill(second.pid, signal.SIGINT)
-    second.join(60)
-    assert second.exitcode == 130
+    ended(second, 130)
     assert record(run)["status"] == "interrupted" and record(run)["error"] == "interrupted by SIGINT"
 
     done = completed(run, *LONG, "trainer.max_epochs=3", "resume=auto")
@@ -99,11 +114,35 @@ def test_sigterm_and_sigint_save_a_checkpoint_record_interrupted_and_resume_comp
     assert done["steps"] == 3 * 63  # an uninterrupted run's: 3 epochs of ceil(1000 / 16) batches
 
 
+class SignalAtEpochEnd(Callback):
+    """Sends this process `signum` at the end of training epoch `epoch`: between batches, where
+    Lightning's loops (not attnx's batch-end check) are the first to notice it."""
+
+    def __init__(self, epoch: int, signum: int = signal.SIGTERM) -> None:
+        self.epoch, self.signum = epoch, signum
+
+    def on_train_epoch_end(self, trainer: Trainer, module: LightningModule) -> None:
+        if trainer.current_epoch == self.epoch:
+            os.kill(os.getpid(), self.signum)
+
+
+def test_sigterm_between_epochs_is_recorded_like_one_at_a_batch_end(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    at_end_of_first = [f"+callbacks.signal._target_={__name__}.SignalAtEpochEnd", "+callbacks.signal.epoch=0"]
+    child = launch(
+        ["train", *LONG, "trainer.max_epochs=3", *at_end_of_first, f"hydra.run.dir={run}"], tmp_path / "out"
+    )
+    ended(child, 143)
+    stopped = record(run)
+    assert stopped["status"] == "interrupted" and stopped["error"] == "interrupted by SIGTERM"
+    assert stopped["steps"] == 63 == torch.load(stopped["checkpoint"], weights_only=True)["global_step"]
+
+
 def test_a_second_run_in_a_busy_folder_is_refused_and_a_killed_run_is_listed_as_stale(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     run = tmp_path / "run"
-    holder = launch(["train", *LONG, f"hydra.run.dir={run}"])
+    holder = launch(["train", *LONG, f"hydra.run.dir={run}"], tmp_path / "holder.out")
     wait_for(lambda: record(run).get("status") == "running", what="the first run's record")
     assert train(run, *TINY, "attention=dot") == 2
     assert f"is in use by pid {holder.pid}" in one_line(capsys.readouterr().err)
@@ -127,7 +166,8 @@ def test_a_second_run_in_a_busy_folder_is_refused_and_a_killed_run_is_listed_as_
 def test_a_sweeps_workers_exit_when_its_main_process_is_killed(tmp_path: Path) -> None:
     sweep = tmp_path / "sweep"
     joblib = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
-    main = launch(["train", "-m", *LONG, *joblib, "attention=dot,additive", f"hydra.sweep.dir={sweep}"])
+    sweeping = ["train", "-m", *LONG, *joblib, "attention=dot,additive", f"hydra.sweep.dir={sweep}"]
+    main = launch(sweeping, tmp_path / "main.out")
     jobs = [sweep / "0", sweep / "1"]
     first_epoch = [j / "checkpoints" / "last.ckpt" for j in jobs]
     wait_for(lambda: all(p.exists() for p in first_epoch), 120, "both runs' first epoch")
@@ -149,9 +189,8 @@ def test_a_full_disk_fails_the_run_and_leaves_no_partial_checkpoint(tmp_path: Pa
         resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))
 
     run = tmp_path / "run"
-    child = launch(["train", *TINY, f"hydra.run.dir={run}"], before=small_disk)
-    child.join(120)
-    assert child.exitcode == 1
+    child = launch(["train", *TINY, f"hydra.run.dir={run}"], tmp_path / "child.out", before=small_disk)
+    ended(child, 1, 120)
     failed = record(run)
     assert failed["status"] == "failed" and "could not write checkpoint" in failed["error"]
     assert "File too large" in failed["error"]
