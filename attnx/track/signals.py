@@ -3,10 +3,10 @@
 SIGTERM is what SLURM sends on pre-emption and at a time limit, SIGINT is Ctrl+C. `Signals` owns both
 for the whole run. Inside the Trainer's loops (attnx.lit.interrupt.SaveOnInterrupt says when) a
 signal only sets a flag, and the callback raises `Interrupted` at the next batch end, where the
-weights and the optimiser agree, and saves `last.ckpt` on the way out. (Between epochs Lightning's own
-loops notice a SIGTERM first and raise `SIGTERMException`; attnx.train records that the same way.) Outside the loops (building the
-data, say) there is nothing to save and the handler raises at once. A second signal while saving is
-ignored, as Lightning does for Ctrl+C.
+weights and the optimiser agree, and saves `last.ckpt` on the way out. (Between epochs Lightning's
+own loops notice a SIGTERM first and raise `SIGTERMException`; attnx.train records it the same way.)
+Outside the loops (building the data, say) there is nothing to save and the handler raises at once.
+A second signal while saving is ignored, as Lightning does for Ctrl+C.
 
 SIGUSR1/SIGUSR2, which SLURM can send before a time limit, are left to one owner: submitit, which
 requeues the job (attnx.train turns Lightning's own SLURM requeue off).
