@@ -20,9 +20,10 @@ from attnx.schema import DecodeConfig
 USAGE = """usage: attnx predict ckpt=PATH input=TEXT [decode.beam_size=N] [decode.length_penalty=A]
                      [decode.max_len_ratio=R] [top_k=K] [max_input_len=N] [self_attention=true]
 
-Decodes (seq2seq) or classifies (classification) TEXT with the model in checkpoint PATH. Unset
-decode.* keys keep the checkpoint's. max_input_len defaults to the encoder's max_len (self_attn),
-else 1024 tokens. self_attention=true adds the encoder's and decoder's self-attention, layer by layer."""
+Decodes (seq2seq), classifies (classification) or answers the queries in (lm, e.g. mqar) TEXT with
+the model in checkpoint PATH. Unset decode.* keys keep the checkpoint's. max_input_len defaults to
+the encoder's or lm's max_len (self_attn, lm), else 1024 tokens. self_attention=true adds the
+encoder's and decoder's self-attention, layer by layer (an lm's is always shown)."""
 
 # The default max_input_len of encoders without a positional max_len (RNNs take any length, and a
 # decoder runs up to decode.max_len_ratio times as many steps: a 10,000-token input takes minutes).
@@ -111,18 +112,19 @@ def load(path: str, decode: dict[str, Any] | None = None) -> Any:
 
 def input_limit(spec: dict[str, Any], requested: int | None) -> tuple[int, str]:
     """The longest input to decode and where that number comes from: `max_input_len=` if given,
-    else the encoder's positional `max_len`, else MAX_INPUT_LEN. An encoder's max_len also caps
+    else the encoder's (an lm's) positional `max_len`, else MAX_INPUT_LEN. That max_len also caps
     what may be requested."""
-    positional = spec["encoder"].get("max_len")
+    kind = "lm" if spec["model_type"] == "lm" else "encoder"
+    positional = spec[kind].get("max_len")
     if positional is not None and requested is not None and requested > positional:
         raise PredictError(
-            f"max_input_len={requested}: encoder={spec['encoder']['name']} takes at most "
-            f"encoder.max_len={positional} tokens"
+            f"max_input_len={requested}: {kind}={spec[kind].get('name', 'default')} takes at most "
+            f"{kind}.max_len={positional} tokens"
         )
     if requested is not None:
         return requested, ""
     if positional is not None:
-        return positional, " (the encoder's max_len)"
+        return positional, f" (the {kind}'s max_len)"
     return MAX_INPUT_LEN, " (the default)"
 
 
@@ -177,6 +179,8 @@ def predict(ckpt: str, text: str, options: Any) -> int:
     task.src_vocab = Vocab(spec["src_itos"])  # the trained vocabulary; the task's data is never built
     src, src_len = encode(task, text, input_limit(spec, options.max_input_len))
     batch = Batch(src, src_len)
+    if spec["model_type"] == "lm":
+        return _recall(module, task, batch, top_k)
     with torch.no_grad():
         if spec["model_type"] == "classification":
             probs = module.model(src, src_len, need_weights=False)[0].softmax(-1)[0]
@@ -192,6 +196,32 @@ def predict(ckpt: str, text: str, options: Any) -> int:
         print(f"{attention_map.panels[0]}: {attention_map.row_axis} <- {attention_map.col_axis}, top {top_k}")
         for label, row in zip(attention_map.rows, attention_map.weights[0]):
             print(f"  {label:>12} <- {_top(row, attention_map.cols, top_k)}")
+    return 0
+
+
+def _recall(module: Any, task: Any, batch: Any, top_k: int) -> int:
+    """An lm's answer at each query position of the input (`task.query_mask`), then per layer the
+    positions each query attended to most (heads averaged), as position:token:weight."""
+    import torch
+
+    from attnx.track.maps import attention_maps
+
+    with torch.no_grad():
+        logits, _ = module.model(batch.src, batch.src_len)
+    itos = module.spec["src_itos"]
+    tokens = [itos[i] for i in batch.src[0].tolist()]
+    queries = task.query_mask(batch.src)[0].nonzero().flatten().tolist()
+    if not queries:
+        print("no query positions in the input (a key of the pairs, repeated after them)")
+        return 0
+    print("position  query -> predicted")
+    for t in queries:
+        print(f"{t:>8}  {tokens[t]:>5} -> {itos[int(logits[0, t].argmax())]}")
+    labels = [f"{j}:{token}" for j, token in enumerate(tokens)]
+    for attention_map in attention_maps(module, batch, heads="mean")[0]:
+        print(f"{attention_map.panels[0]}: query position <- key positions, top {top_k}")
+        for t in queries:
+            print(f"  {labels[t]:>12} <- {_top(attention_map.weights[0][t], labels, top_k)}")
     return 0
 
 

@@ -325,6 +325,12 @@ def config_class(entry: Entry) -> type:
         defaults = ["_self_", *({name: option} for name, option in _slot_defaults(slots))]
         fields.append(("defaults", list[Any], dataclasses.field(default_factory=lambda: list(defaults))))
         fields += [(name, Any, dataclasses.field(default=None)) for name in slot_fields(entry.cls)]
+    attention = getattr(entry.cls, "default_attention", None) if entry.kind == "task" else None
+    if attention is not None:
+        # the task's own default mechanism (an lm's self-attention); `attention=...` still wins, as
+        # command-line overrides come after every defaults list
+        task_defaults = [{"override /attention@_global_.attention": attention}, "_self_"]
+        fields.append(("defaults", list[Any], dataclasses.field(default_factory=lambda: list(task_defaults))))
     conf = dataclasses.make_dataclass(f"{entry.cls.__name__}Config", fields)
     entry.cls._attnx_config = conf
     return conf

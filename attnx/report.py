@@ -5,8 +5,10 @@ score and every other swept key, read from each run's overrides). Runs that diff
 share a row with their metrics as mean ± std. Runs that did not complete are listed apart, with their
 status (failed, interrupted, running, or stale: recorded as running but no live process holds it) and
 error. Writes report.md, report.csv and one `<metric>_vs_<key>.png` per swept numeric key (a line per
-configuration of the other columns: exact match vs length per mechanism for a length sweep), and
-prints the table. Light on purpose: reads JSON, draws with matplotlib, never imports torch.
+configuration of the other columns: exact match vs length per mechanism for a length sweep; `--panel`
+splits it into panels by other keys), and prints the table. `--select optim.lr` reports each
+configuration at its best learning rate on validation, as papers tune per cell. Light on purpose:
+reads JSON, draws with matplotlib, never imports torch.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ NOT_SWEPT = ("seed", "resume", "ckpt_path")  # seed is averaged over; the others
 DEFAULT_METRICS = {
     "seq2seq": ("test/exact_match", "test/token_acc"),
     "classification": ("test/acc", "test/f1"),
+    "lm": ("test/acc", "test/exact_match"),
 }
 LOWER_IS_BETTER = ("loss", "perplexity")
 COSTS = (("params", "params"), ("train_seconds", "train s"), ("samples_per_second", "samples/s"))
@@ -63,6 +66,18 @@ def main(argv: list[str]) -> int:
         "(default: test/exact_match,test/token_acc for seq2seq; test/acc,test/f1 for classification)",
     )
     parser.add_argument("--x", action="append", help="swept numeric key(s) to plot against (default: all)")
+    parser.add_argument(
+        "--panel",
+        action="append",
+        help="config key(s) whose values each get a panel of the plots, repeatable or comma-separated "
+        "(e.g. task.seq_len,task.num_kv_pairs)",
+    )
+    parser.add_argument(
+        "--select",
+        help="a swept key to tune per row, e.g. optim.lr: of the rows that differ only in it, keep the one "
+        "with the best mean --by metric (the value chosen stays in its column)",
+    )
+    parser.add_argument("--by", help="the metric --select ranks by (default: the first metric, on val/)")
     parser.add_argument("--out", type=Path, help="where report.md/.csv/.png go (default: the first DIR)")
     args = parser.parse_args(argv)
 
@@ -99,11 +114,18 @@ def main(argv: list[str]) -> int:
         print(f"attnx report: --x {unknown[0]} is not a swept numeric key; swept: {swept}", file=sys.stderr)
         return 2
 
+    if args.select is not None and args.select not in columns:
+        swept = ", ".join(columns) or "(none)"
+        print(f"attnx report: --select {args.select} is not a swept key; swept: {swept}", file=sys.stderr)
+        return 2
     rows = group(done, columns)
+    if args.select is not None:
+        rows = select(rows, columns, args.select, args.by or metrics[0].replace("test/", "val/", 1))
+    panels = [p for item in args.panel or [] for p in item.split(",")]
     unfinished = [r for r in runs if r.get("status") != "completed"]
     out = args.out or args.dirs[0]
     out.mkdir(parents=True, exist_ok=True)
-    plots = [path for path in (plot(rows, columns, metrics[0], x, out) for x in xs) if path]
+    plots = [path for path in (plot(rows, columns, metrics[0], x, out, panels) for x in xs) if path]
     table, failed = results_table(columns, metrics, rows), failed_table(columns, unfinished)
     write_csv(out / "report.csv", columns, metrics, rows, unfinished)
     (out / "report.md").write_text(markdown_report(runs, columns, metrics, rows, table, failed, plots))
@@ -179,6 +201,25 @@ def group(runs: list[dict[str, Any]], columns: list[str]) -> list[Row]:
         values = tuple(value(run, c) for c in columns)
         rows.setdefault(tuple(map(_key, values)), Row(values, [])).runs.append(run)
     return [rows[k] for k in sorted(rows)]
+
+
+def select(rows: list[Row], columns: list[str], key: str, by: str) -> list[Row]:
+    """Per configuration of the columns other than `key`, the row whose mean `by` is best (the paper's
+    protocol of reporting each cell at its best validation learning rate); rows without `by` lose."""
+    i = columns.index(key)
+    lower = any(word in by for word in LOWER_IS_BETTER)
+    best: dict[tuple[Any, ...], Row] = {}
+    for row in rows:
+        cell = tuple(map(_key, row.values[:i] + row.values[i + 1 :]))
+        score = row.mean(by)
+        if score is None:
+            best.setdefault(cell, row)
+            continue
+        held = best.get(cell)
+        held_score = None if held is None else held.mean(by)
+        if held_score is None or (score < held_score if lower else score > held_score):
+            best[cell] = row
+    return [row for row in rows if any(row is kept for kept in best.values())]
 
 
 def results_table(columns: list[str], metrics: list[str], rows: list[Row]) -> str:
@@ -273,30 +314,46 @@ def write_csv(
             )
 
 
-def plot(rows: list[Row], columns: list[str], metric: str, x: str, out: Path) -> Path | None:
-    """`metric` against `x`, one line per configuration of the other columns, ± std as error bars."""
+def plot(
+    rows: list[Row], columns: list[str], metric: str, x: str, out: Path, panels: list[str] | None = None
+) -> Path | None:
+    """`metric` against `x`, one line per configuration of the other columns, ± std as error bars; with
+    `panels` (config keys), one panel per combination of their values, lines compared within it."""
     from matplotlib.figure import Figure
 
     xi = columns.index(x)
-    others = columns[:xi] + columns[xi + 1 :]
-    lines: dict[str, list[tuple[Any, float, float]]] = {}
+    others = [c for c in columns if c != x and c not in (panels or [])]
+    grid: dict[str, dict[str, list[tuple[Any, float, float]]]] = {}
     for row in rows:  # sorted, so lines come in table order and points by x
         mean = row.mean(metric)
         if mean is not None and row.values[xi] is not None:
-            series = row.values[:xi] + row.values[xi + 1 :]
-            label = ", ".join(f"{c}={_text(v)}" for c, v in zip(others, series)) or metric
-            lines.setdefault(label, []).append((row.values[xi], mean, row.std(metric) or 0.0))
-    if not lines:
+            panel = ", ".join(f"{p}={_text(value(row.runs[0], p))}" for p in panels or [])
+            named = dict(zip(columns, row.values))
+            label = ", ".join(f"{c}={_text(named[c])}" for c in others) or metric
+            grid.setdefault(panel, {}).setdefault(label, []).append(
+                (row.values[xi], mean, row.std(metric) or 0.0)
+            )
+    if not grid:
         return None
-    legend_inches = 0.06 * max(map(len, lines)) + 0.6 if len(lines) > 1 else 0.0
-    figure = Figure(figsize=(5.5 + legend_inches, 4.0), layout="constrained")
-    ax = figure.subplots()
-    for label, points in lines.items():
-        ax.errorbar(*zip(*sorted(points, key=lambda p: p[0])), marker="o", capsize=3, label=label)
-    ax.set_xlabel(x)
-    ax.set_ylabel(metric)
-    ax.grid(alpha=0.3)
-    if len(lines) > 1:
+    labels = list(dict.fromkeys(label for lines in grid.values() for label in lines))
+    legend_inches = 0.06 * max(map(len, labels)) + 0.6 if len(labels) > 1 else 0.0
+    figure = Figure(figsize=(4.5 * len(grid) + 1.0 + legend_inches, 4.0), layout="constrained")
+    axes = figure.subplots(1, len(grid), sharey=True, squeeze=False)[0]
+    colours = {label: f"C{i % 10}" for i, label in enumerate(labels)}
+    for ax, (panel, lines) in zip(axes, sorted(grid.items())):
+        for label, points in lines.items():
+            ax.errorbar(
+                *zip(*sorted(points, key=lambda p: p[0])),
+                marker="o",
+                capsize=3,
+                color=colours[label],
+                label=label if ax is axes[0] else None,
+            )
+        ax.set_xlabel(x)
+        ax.set_title(panel, fontsize=9)
+        ax.grid(alpha=0.3)
+    axes[0].set_ylabel(metric)
+    if len(labels) > 1:
         figure.legend(loc="outside right upper", fontsize=7)
     path = out / f"{_slug(metric)}_vs_{_slug(x)}.png"
     figure.savefig(path, dpi=120)

@@ -24,6 +24,19 @@ class ModelConfig:
 
 
 @dataclass
+class LMConfig:
+    """The `lm` model kind (attnx.models.lm.CausalLM): its causal self-attention is the run's
+    `attention` and `score`."""
+
+    d_model: int = MISSING
+    num_layers: int = MISSING
+    ff_dim: int = MISSING
+    dropout: float = MISSING
+    positions: str = MISSING
+    max_len: int = MISSING
+
+
+@dataclass
 class DecodeConfig:
     """How val/test/predict decode seq2seq outputs: greedy when beam_size = 1, else beam search ranked by
     log p(y) / lp(y), lp(y) = ((5 + |y|) / 6)^length_penalty (GNMT); at most
@@ -97,6 +110,7 @@ class TrainConfig:
     attention: Any = MISSING
     score: Any = None
     model: ModelConfig = MISSING
+    lm: LMConfig = MISSING
     optim: OptimConfig = MISSING
     trainer: Any = MISSING
     logger: Any = None

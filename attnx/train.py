@@ -147,8 +147,11 @@ def _run(cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, signals: Si
             record["config"] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
             task, module, trainer = assemble(cfg, signals)
             record["choices"]["score"] = resolve_score_name(cfg.attention.name, plain(cfg.get("score")))
+            # a classifier has no decoder, an lm no encoder either: those groups' defaults are unused
             if task.model_type != "seq2seq":
-                record["choices"]["decoder"] = None  # a classifier has none; the group's default is unused
+                record["choices"]["decoder"] = None
+            if task.model_type == "lm":
+                record["choices"]["encoder"] = None
             record["model_type"] = task.model_type
         except (ConfigError, ValueError, registry.RegistryError, OmegaConfBaseException) as error:
             return _fail(record, output_dir, error, multirun, user_error=True)
@@ -197,8 +200,9 @@ def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any,
     spec = {
         "model_type": task.model_type,
         "task": plain(cfg.task),
-        "encoder": plain(cfg.encoder),
+        "encoder": plain(cfg.encoder) if task.model_type != "lm" else None,
         "decoder": plain(cfg.decoder) if task.model_type == "seq2seq" else None,
+        "lm": plain(cfg.lm) if task.model_type == "lm" else None,
         "attention": plain(cfg.attention),
         "score": plain(cfg.get("score")),
         "model": plain(cfg.model),

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from tiny import TINY, TINY_BUDGET, TINY_RNN, TINY_SELF_ATTN, TINY_TRANSFORMER, results, train
+from tiny import TINY, TINY_BUDGET, TINY_LM, TINY_RNN, TINY_SELF_ATTN, TINY_TRANSFORMER, results, train
 
 from attnx.cli import main as cli
 
@@ -83,14 +83,24 @@ def test_metrics_are_reproducible_with_a_seed(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     "model",
     [
-        ["attention=additive", *TINY_RNN, *TINY],
-        ["attention=multi_head", "attention.num_heads=2", *TINY_SELF_ATTN, *TINY_BUDGET, *TINY_TRANSFORMER],
+        ["task=reverse", "attention=additive", *TINY_RNN, *TINY, "decoder.dropout=0.3"],
+        [
+            "task=reverse",
+            "attention=multi_head",
+            "attention.num_heads=2",
+            *TINY_SELF_ATTN,
+            *TINY_BUDGET,
+            *TINY_TRANSFORMER,
+            "decoder.dropout=0.3",
+        ],
+        ["task=sentiment", "attention=dot", *TINY_SELF_ATTN, *TINY_BUDGET, "encoder.dropout=0.3"],
+        [*TINY_LM, "attention.num_heads=2", *TINY_BUDGET, "lm.dropout=0.3"],
     ],
-    ids=["rnn", "transformer"],
+    ids=["rnn", "transformer", "classifier", "lm"],
 )
 def test_resume_reaches_the_same_metrics_as_an_uninterrupted_run(tmp_path: Path, model: list[str]) -> None:
     # A constant schedule: cosine's horizon is max_epochs itself, which the "stopped" run changes.
-    common = ["task=reverse", *model, "decoder.dropout=0.3", "optim/scheduler=constant"]
+    common = [*model, "optim/scheduler=constant"]
     train(tmp_path / "straight", *common, "trainer.max_epochs=3")
     train(tmp_path / "resumed", *common, "trainer.max_epochs=1")
     train(tmp_path / "resumed", *common, "trainer.max_epochs=3", "resume=auto")

@@ -27,6 +27,16 @@ TINY_TRANSFORMER = [
     "decoder.num_layers=1",
     "decoder.ff_dim=16",
 ]
+# the lm kind on MQAR sequences of 16 tokens with 2 key-value pairs
+TINY_LM = [
+    "task=mqar",
+    "task.vocab_size=16",
+    "task.seq_len=16",
+    "task.num_kv_pairs=2",
+    "lm.d_model=16",
+    "lm.num_layers=1",
+    "lm.ff_dim=16",
+]
 ONE_EPOCH = ["trainer.max_epochs=1", "optim.scheduler.warmup_steps=0"]
 
 

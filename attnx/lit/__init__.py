@@ -9,6 +9,7 @@ from typing import Any
 MODULES = {
     "seq2seq": "attnx.lit.seq2seq:Seq2SeqModule",
     "classification": "attnx.lit.classifier:ClassifierModule",
+    "lm": "attnx.lit.lm:LMModule",
 }
 
 

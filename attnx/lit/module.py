@@ -23,7 +23,7 @@ class AttnxModule(pl.LightningModule):
     """Builds the model from plain config sections and owns the optimiser.
 
     `spec` is everything needed to rebuild the model without the data: the config sections
-    (encoder, decoder, attention, score, model, optim, decode), the task kind and its vocabularies. It is
+    (encoder, decoder, lm, attention, score, model, optim, decode), the task kind and its vocabularies. It is
     stored in checkpoints as plain data, so `attnx predict` loads them with `weights_only=True`.
     """
 
@@ -40,6 +40,7 @@ class AttnxModule(pl.LightningModule):
             decoder=spec.get("decoder"),
             tgt_vocab=len(spec["tgt_itos"]) if spec.get("tgt_itos") else None,
             num_classes=len(spec["classes"]) if spec.get("classes") else None,
+            lm=spec.get("lm"),
         )
         self.train_samples = 0
         self.train_seconds = 0.0

@@ -1,4 +1,4 @@
-"""Assemble a model from the config sections `encoder`, `decoder`, `attention`, `score` and `model`.
+"""Assemble a model from the config sections `encoder`, `decoder`, `lm`, `attention`, `score` and `model`.
 
 Every attention site gets a `Mechanism` (class, score, hyperparameters) checked against the site: its
 role (self, causal or cross: the mechanism's capability flags), whether the site has positions for a
@@ -17,13 +17,14 @@ from torch import nn
 
 from attnx import registry
 from attnx.models.classifier import Classifier
+from attnx.models.lm import CausalLM
 from attnx.models.seq2seq import Seq2Seq
 from attnx.nn.attention import Mechanism
 from attnx.nn.scores import ScoreFactory
 from attnx.nn.transformer import refusal
 from attnx.schema import ModelConfig
 
-MODEL_TYPES = ("seq2seq", "classification")
+MODEL_TYPES = ("seq2seq", "classification", "lm")
 # The `model` keys: the schema's (attnx/schema.py), which a composed config has already passed; a call
 # from Python is checked against the same list.
 MODEL_KEYS = tuple(f.name for f in dataclasses.fields(ModelConfig))
@@ -113,7 +114,12 @@ def sites(
     decoder: Mapping[str, Any] | None,
 ) -> dict[str, Mechanism]:
     """Every attention site of the model the sections describe, checked: the slots of the encoder and
-    decoder, and the run's `attention` as the decoder's cross-attention or the classifier's pooling."""
+    decoder, and the run's `attention` as the decoder's cross-attention, the classifier's pooling or an
+    lm's causal self-attention (an lm has no encoder or decoder)."""
+    if model_type == "lm":
+        return {
+            "attention": mechanism(("attention", "score"), attention, score, "causal", has_positions=True)
+        }
     found = {f"encoder.{k}": m for k, m in slot_mechanisms("encoder", encoder).items()}
     if model_type == "classification":
         found["attention"] = mechanism(("attention", "score"), attention, score, "cross", has_positions=False)
@@ -129,23 +135,28 @@ def sites(
 def build_model(
     model_type: str,
     src_vocab: int,
-    encoder: Mapping[str, Any],
+    encoder: Mapping[str, Any] | None,
     attention: Mapping[str, Any],
     score: Mapping[str, Any] | None,
     model: Mapping[str, Any],
     decoder: Mapping[str, Any] | None = None,
     tgt_vocab: int | None = None,
     num_classes: int | None = None,
+    lm: Mapping[str, Any] | None = None,
 ) -> nn.Module:
-    """A `Seq2Seq` (model_type "seq2seq", needs decoder and tgt_vocab) or a `Classifier`
-    ("classification", needs num_classes)."""
+    """A `Seq2Seq` (model_type "seq2seq", needs decoder and tgt_vocab), a `Classifier`
+    ("classification", needs num_classes) or a `CausalLM` ("lm", needs lm)."""
     if model_type not in MODEL_TYPES:
         raise ValueError(f"model_type must be one of {', '.join(MODEL_TYPES)}; got {model_type!r}")
     unknown = sorted(set(model) - set(MODEL_KEYS))
     if unknown:
         raise ValueError(f"unknown model key(s) {', '.join(unknown)}; allowed: {', '.join(MODEL_KEYS)}")
-    found = sites(model_type, encoder, attention, score, decoder)
+    found = sites(model_type, encoder or {}, attention, score, decoder)
     cross = found["attention"]
+    if model_type == "lm":
+        if lm is None:
+            raise ValueError("an lm model needs an lm section")
+        return CausalLM(src_vocab, cross, **lm)
 
     def slots(kind: str) -> dict[str, Mechanism]:
         return {key.split(".", 1)[1]: m for key, m in found.items() if key.startswith(f"{kind}.")}

@@ -11,7 +11,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 from attnx import registry
 from attnx.nn.attention import Mechanism
 from attnx.nn.positions import AbsolutePositions, Positions
-from attnx.nn.transformer import EncoderBlock
+from attnx.nn.transformer import SelfAttentionBlock
 from attnx.registry import Slot, register_encoder
 from attnx.vocab import PAD
 
@@ -134,7 +134,7 @@ class SelfAttentionEncoder(Encoder):
         self.dropout = nn.Dropout(dropout)
         factory = attention or default_mechanism(self.slots["attention"])
         self.blocks = nn.ModuleList(
-            EncoderBlock(d_model, factory, ff_dim, dropout) for _ in range(num_layers)
+            SelfAttentionBlock(d_model, factory, ff_dim, dropout) for _ in range(num_layers)
         )
         self.norm = nn.LayerNorm(d_model)  # pre-LN leaves the residual stream unnormalised
         self.output_dim = d_model

@@ -1,6 +1,6 @@
 """Pre-LN Transformer blocks (Xiong et al. 2020) whose attention is any registered mechanism.
 
-    encoder block:  x += SelfAttn(LN(x));  x += FFN(LN(x))
+    self-attention block (encoder; causal: decoder-only):  x += SelfAttn(LN(x));  x += FFN(LN(x))
     decoder block:  x += CausalSelfAttn(LN(x));  x += CrossAttn(LN(x), memory);  x += FFN(LN(x))
 
 An `AttentionSite` hosts one mechanism: it checks that the mechanism can serve the site's role
@@ -95,15 +95,22 @@ class FeedForward(nn.Sequential):
         )
 
 
-class EncoderBlock(nn.Module):
-    """x += SelfAttn(LN(x)); x += FFN(LN(x)), attending both ways."""
+class SelfAttentionBlock(nn.Module):
+    """x += SelfAttn(LN(x)); x += FFN(LN(x)): an encoder's block attending both ways, or with `causal` a
+    decoder-only model's (GPT's block). `ff_dim` = 0 leaves out the feed-forward sublayer (attention-only
+    models, as in Zoology's recall experiments)."""
 
-    def __init__(self, d_model: int, attention: Mechanism, ff_dim: int, dropout: float) -> None:
+    def __init__(
+        self, d_model: int, attention: Mechanism, ff_dim: int, dropout: float, causal: bool = False
+    ) -> None:
         super().__init__()
         self.norm_attn = nn.LayerNorm(d_model)
-        self.attention = AttentionSite(attention, d_model, "self")
-        self.norm_ff = nn.LayerNorm(d_model)
-        self.ff = FeedForward(d_model, ff_dim, dropout)
+        self.attention = AttentionSite(attention, d_model, "causal" if causal else "self")
+        if ff_dim:
+            self.norm_ff = nn.LayerNorm(d_model)
+            self.ff = FeedForward(d_model, ff_dim, dropout)
+        else:
+            self.ff = None
         self.dropout = nn.Dropout(dropout)
 
     def forward(
@@ -112,7 +119,9 @@ class EncoderBlock(nn.Module):
         h = self.norm_attn(x)
         context, weights = self.attention(h, self.attention.prepare(h, mask), positions, need_weights)
         x = x + self.dropout(context)
-        return x + self.dropout(self.ff(self.norm_ff(x))), weights
+        if self.ff is not None:
+            x = x + self.dropout(self.ff(self.norm_ff(x)))
+        return x, weights
 
 
 class DecoderBlock(nn.Module):

@@ -110,11 +110,15 @@ class Task:
 
     Subclasses set `model_type` and implement `build()`; text-backed tasks subclass `TextTask` and
     implement only `examples()`. After `setup()`: `src_vocab`, and `tgt_vocab` (seq2seq) or
-    `classes` (classification). Constructor arguments become the task's Hydra config, so keep them
-    simple (int/float/bool/str/None) with defaults, and validate them in `__init__` with `check`.
+    `classes` (classification). An `lm` task's splits hold `tgt` aligned with `src`: the token each
+    position must predict next, PAD where it has no target; it also gives `query_mask(src)`.
+    Constructor arguments become the task's Hydra config, so keep them simple (int/float/bool/str/None)
+    with defaults, and validate them in `__init__` with `check`.
     """
 
-    model_type: ClassVar[str]  # which model the task trains: "seq2seq" | "classification"
+    model_type: ClassVar[str]  # which model the task trains: "seq2seq" | "classification" | "lm"
+    # the `attention` a run of this task takes when the user names none (None: conf/train.yaml's)
+    default_attention: ClassVar[str | None] = None
     src_vocab: Vocab
     tgt_vocab: Vocab
     classes: list[str]

@@ -6,6 +6,7 @@ without weights (`none`, `fixed_c`) yield no map:
   (greedy or beam search) and the output then teacher-forced, which gives the weights behind each
   emitted token whatever the decoder (Bahdanau et al. 2015, Fig. 3);
 - classification: the pooling weights over the input tokens;
+- lm: each layer's causal self-attention over the input, always (it is the model's only attention);
 - self-attention encoders and decoders (any with `record_weights`): each layer's self-attention, on
   request; a Transformer decoder's cross-attention map is its last layer's.
 """
@@ -21,7 +22,7 @@ import torch
 from attnx import registry
 from attnx.models.seq2seq import until_eos
 from attnx.tasks.base import Batch
-from attnx.vocab import BOS, Vocab
+from attnx.vocab import BOS, PAD, Vocab
 
 
 @dataclass
@@ -61,6 +62,8 @@ def attention_maps(
     `heads`: "each" keeps one map per head, "mean" averages them. `self_attention` adds the
     encoder's self-attention of `layers` (indices, negative from the end; None = all)."""
     spec, model = module.spec, module.model
+    if spec["model_type"] == "lm":
+        return [[_heads(m, heads) for m in example] for example in _language_model(module, batch, layers)]
     recorders = [m for m in (model.encoder, getattr(model, "decoder", None)) if hasattr(m, "record_weights")]
     recorders = recorders if self_attention else []
     for recorder in recorders:
@@ -138,6 +141,38 @@ def _pooling(model: Any, spec: dict[str, Any], batch: Batch) -> list[list[Attent
         w = weights[b, :, None, : len(source)]  # one query row per head
         axis = "learned query (predicted class)"
         maps.append([AttentionMap("pooling", w, [classes[predicted[b]]], source, title, name, axis)])
+    return maps
+
+
+def _language_model(module: Any, batch: Batch, layers: list[int] | None) -> list[list[AttentionMap]]:
+    """An lm's self-attention per layer, queries and keys both the input; titled with how many of the
+    example's targets (an MQAR sequence's queries) the model predicts right."""
+    spec = module.spec
+    logits, weights = module.model(batch.src, batch.src_len, need_weights=True)
+    chosen = [i for i in _chosen(weights, layers) if weights[i] is not None]
+    right = (logits.argmax(-1) == batch.tgt) if batch.tgt is not None else None
+    maps = []
+    for b, source in enumerate(_sources(spec, batch)):
+        title = "the input"
+        if right is not None:
+            targets = batch.tgt[b] != PAD
+            title = f"{int(right[b][targets].sum())}/{int(targets.sum())} targets predicted right"
+        n = len(source)
+        maps.append(
+            [
+                AttentionMap(
+                    f"self_layer{i + 1}",
+                    _per_head(weights[i][b])[:, :n, :n],
+                    source,
+                    source,
+                    title,
+                    _mechanism(spec, f"causal self-attention layer {i + 1}"),
+                    "position (queries)",
+                    "position (keys)",
+                )
+                for i in chosen
+            ]
+        )
     return maps
 
 

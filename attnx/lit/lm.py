@@ -1,0 +1,59 @@
+"""Language modelling (the `lm` kind): next-token cross-entropy at the positions the task marks as
+targets; accuracy there and exact match over each sequence's targets (torchmetrics)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torchmetrics import MeanMetric, MetricCollection
+from torchmetrics.classification import MulticlassAccuracy
+
+from attnx.lit.module import AttnxModule
+from attnx.tasks.base import Batch
+from attnx.vocab import PAD
+
+
+class LMModule(AttnxModule):
+    """`batch.tgt` [B, T] holds the token each position must predict, PAD where there is none (an MQAR
+    sequence's filler and pairs); only target positions count in the loss and the metrics."""
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        super().__init__(spec)
+        vocab = len(spec["src_itos"])
+        metrics = MetricCollection(
+            {
+                "acc": MulticlassAccuracy(vocab, average="micro", ignore_index=PAD),
+                "exact_match": MeanMetric(),
+            }
+        )
+        self.val_metrics = metrics.clone(prefix="val/")
+        self.test_metrics = metrics.clone(prefix="test/")
+
+    def forward(
+        self, batch: Batch, need_weights: bool = False
+    ) -> tuple[torch.Tensor, list[torch.Tensor] | None]:
+        return self.model(batch.src, batch.src_len, need_weights=need_weights)
+
+    @staticmethod
+    def loss(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return F.cross_entropy(logits.flatten(0, 1), batch.tgt.flatten(), ignore_index=PAD)
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        logits, _ = self(batch)
+        loss = self.loss(logits, batch)
+        self.count_train_batch(len(batch.src))
+        self.log_step("train/loss", loss, batch_size=len(batch.src))
+        return loss
+
+    def _evaluate(self, batch: Batch, stage: str) -> None:
+        logits, _ = self(batch)
+        metrics = self.val_metrics if stage == "val" else self.test_metrics
+        size = len(batch.src)
+        self.log(f"{stage}/loss", self.loss(logits, batch), batch_size=size, prog_bar=stage == "val")
+        targets = batch.tgt != PAD
+        wrong = (logits.argmax(-1) != batch.tgt) & targets
+        metrics["acc"].update(logits.flatten(0, 1), batch.tgt.flatten())
+        metrics["exact_match"].update((~wrong.any(1)).float())
+        self.log_dict(metrics, batch_size=size, prog_bar=stage == "val")

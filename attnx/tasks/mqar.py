@@ -1,0 +1,129 @@
+"""Multi-query associative recall (MQAR; Arora et al. 2024, "Zoology"), a language-model task.
+
+A sequence of `seq_len` tokens starts with `num_kv_pairs` key-value pairs k₁ v₁ k₂ v₂ …, keys drawn
+without repetition from the lower half of the vocabulary and values from the upper half. Every key is then
+queried once, at even offsets 2g of the rest of the sequence, the gap g drawn without replacement with
+probability ∝ α·g^(α−1) over g = 1..(seq_len − 2·pairs)/2 (α = `alpha`; small α spreads the queries
+over short and long distances). The target at a query is the value paired with its key, the token a
+model should predict next; no other position has a target. Every other position is filler: a uniform
+random token (Zoology's `random_non_queries`). A harder test split takes `test_seq_len` and
+`test_num_kv_pairs`. Splits come from the seed alone and never share a sequence.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from attnx.registry import register_task
+from attnx.tasks.base import SPLITS, PaddedSplit, Task, check, check_sizes
+from attnx.tasks.synthetic import rows_in
+from attnx.vocab import PAD, SPECIALS, Vocab
+
+_FIRST_SYMBOL = len(SPECIALS)  # token t has id _FIRST_SYMBOL + t
+_ROUNDS = 10  # rejection rounds when val/test must avoid earlier splits' sequences
+
+
+@register_task("mqar")
+class MQARTask(Task):
+    """Associative recall over `vocab_size` tokens "0".."V-1" (keys 1..V/2−1, values V/2..V−1), for the
+    `lm` model kind. Metrics: accuracy at the query positions and exact match over all of a sequence's."""
+
+    model_type = "lm"
+    default_attention = "multi_head"  # softmax attention, the paper's reference that solves MQAR
+
+    def __init__(
+        self,
+        vocab_size: int = 64,
+        seq_len: int = 64,
+        num_kv_pairs: int = 4,
+        alpha: float = 0.01,
+        test_seq_len: int | None = None,
+        test_num_kv_pairs: int | None = None,
+        train_size: int = 4000,
+        val_size: int = 500,
+        test_size: int = 1000,
+        batch_size: int = 32,
+        seed: int = 0,
+    ) -> None:
+        super().__init__(batch_size, seed)
+        check_sizes(train_size=train_size, val_size=val_size, test_size=test_size)
+        check("alpha", alpha, alpha > 0, "> 0")
+        check("vocab_size", vocab_size, vocab_size >= 4, ">= 4 (keys and values need a half each)")
+        test_seq_len = seq_len if test_seq_len is None else test_seq_len
+        test_num_kv_pairs = num_kv_pairs if test_num_kv_pairs is None else test_num_kv_pairs
+        for prefix, length, pairs in (
+            ("", seq_len, num_kv_pairs),
+            ("test_", test_seq_len, test_num_kv_pairs),
+        ):
+            check(f"{prefix}num_kv_pairs", pairs, pairs >= 1, ">= 1")
+            check(
+                f"{prefix}num_kv_pairs",
+                pairs,
+                4 * pairs <= length,
+                f"<= {prefix}seq_len / 4 = {length // 4} (the pairs and one query per key with a gap "
+                "after it must fit)",
+            )
+            check(
+                f"{prefix}num_kv_pairs",
+                pairs,
+                pairs <= vocab_size // 2 - 1,
+                f"<= vocab_size / 2 - 1 = {vocab_size // 2 - 1} (distinct keys from the lower half of "
+                f"vocab_size={vocab_size})",
+            )
+        self.vocab_size, self.alpha = vocab_size, alpha
+        self.shapes = {"train": (seq_len, num_kv_pairs), "val": (seq_len, num_kv_pairs)}
+        self.shapes["test"] = (test_seq_len, test_num_kv_pairs)
+        self.sizes = dict(zip(SPLITS, (train_size, val_size, test_size)))
+        self.src_vocab = Vocab(str(t) for t in range(vocab_size))
+
+    def build(self) -> dict[str, PaddedSplit]:
+        splits: dict[str, PaddedSplit] = {}
+        for split in SPLITS:
+            src, tgt = self._fresh(split, [s.src for s in splits.values()])
+            length = torch.full((len(src),), src.shape[1])
+            splits[split] = PaddedSplit(src, length, tgt, length)
+        return splits
+
+    def _fresh(self, split: str, earlier: list[Tensor]) -> tuple[Tensor, Tensor]:
+        """The split's sequences, rejecting any that an earlier split holds (no test leakage)."""
+        size, generator = self.sizes[split], self.generator(split)
+        kept_src, kept_tgt, count = [], [], 0
+        for _ in range(_ROUNDS):
+            src, tgt = self.sample(size, *self.shapes[split], generator)
+            for seen in earlier:
+                fresh = ~rows_in(src, seen)
+                src, tgt = src[fresh], tgt[fresh]
+            kept_src.append(src)
+            kept_tgt.append(tgt)
+            count += len(src)
+            if count >= size:
+                return torch.cat(kept_src)[:size], torch.cat(kept_tgt)[:size]
+        raise ValueError(
+            f"task.{split}_size={size} is invalid: only {count} sequences unseen in earlier splits"
+        )
+
+    def sample(self, n: int, seq_len: int, pairs: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """`n` sequences: (token ids [n, seq_len], target ids [n, seq_len], PAD where there is no target)."""
+        half = self.vocab_size // 2
+        keys = 1 + torch.rand(n, half - 1, generator=generator).argsort(1)[:, :pairs]
+        values = half + torch.rand(n, self.vocab_size - half, generator=generator).argsort(1)[:, :pairs]
+        space = (seq_len - 2 * pairs) // 2
+        gap = torch.arange(1, space + 1, dtype=torch.float64)
+        weights = (self.alpha * gap ** (self.alpha - 1)).expand(n, space)
+        gaps = torch.multinomial(weights, pairs, replacement=False, generator=generator)  # 0-based slots
+        tokens = torch.randint(0, self.vocab_size, (n, seq_len), generator=generator)
+        tokens[:, 0 : 2 * pairs : 2], tokens[:, 1 : 2 * pairs : 2] = keys, values
+        at = 2 * pairs + 2 * gaps  # each key's query position
+        tokens.scatter_(1, at, keys)
+        targets = torch.full((n, seq_len), PAD, dtype=torch.long)
+        targets.scatter_(1, at, values + _FIRST_SYMBOL)
+        return tokens + _FIRST_SYMBOL, targets
+
+    def query_mask(self, src: Tensor) -> Tensor:
+        """[B, T] bool: the query positions of raw sequences (`attnx predict`): after the pairs, a token
+        that is one of the sequence's keys. Filler that happens to repeat a key counts as a query too."""
+        pairs = self.shapes["test"][1] if src.shape[1] == self.shapes["test"][0] else self.shapes["train"][1]
+        keys = src[:, 0 : 2 * pairs : 2]
+        after = torch.arange(src.shape[1]) >= 2 * pairs
+        return after & (src[:, :, None] == keys[:, None, :]).any(-1)
