@@ -33,11 +33,17 @@ BOUNDS = {
 }
 _COMPARE = {">": operator.gt, ">=": operator.ge}
 
-# Bounds by field name, one rule for every field of `model` and of the registry's sections (task,
+# Bounds by field name, one rule for every field of `model`, `lm` and the registry's sections (task,
 # encoder, attention, score: plugins' too, whose fields nobody listed): a size or a count is a
-# positive integer, a dropout probability lies in [0, 1). A field set to null is not checked.
-SECTIONS = ("model", *registry.KINDS)
-FIELD_RULES: tuple[tuple[tuple[str, ...], str, Callable[[Any], bool]], ...] = (
+# positive integer (a feed-forward width may be 0), a dropout probability lies in [0, 1). A field set
+# to null is not checked.
+SECTIONS = ("model", "lm", *registry.KINDS)
+FIELD_RULES: tuple[tuple[tuple[str, ...], str, Callable[[Any], bool]], ...] = (  # the first match applies
+    (
+        ("ff_dim",),
+        "a non-negative integer (0: no feed-forward sublayer)",
+        lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= 0,
+    ),
     (
         ("*_dim", "*_size", "num_*", "*_layers", "*_heads", "max_len", "window"),
         "a positive integer",
@@ -68,9 +74,9 @@ def _check_fields(path: str, values: dict[str, Any]) -> None:
         if isinstance(value, dict):
             _check_fields(f"{path}.{key}", value)
             continue
-        for patterns, allowed, holds in FIELD_RULES:
-            if value is not None and any(fnmatch(key, p) for p in patterns) and not holds(value):
-                raise ConfigError(f"{path}.{key}={value}: must be {allowed}")
+        rule = next((r for r in FIELD_RULES if any(fnmatch(key, p) for p in r[0])), None)
+        if value is not None and rule is not None and not rule[2](value):
+            raise ConfigError(f"{path}.{key}={value}: must be {rule[1]}")
 
 
 def check_betas(cfg: DictConfig) -> None:

@@ -67,6 +67,8 @@ def test_alpha_sets_how_far_queries_sit_from_the_pairs() -> None:
         (["task.test_seq_len=32", "task.test_num_kv_pairs=9"], "task.test_num_kv_pairs=9 is invalid"),
         (["attention=none"], "attention=none: NoAttention cannot be a causal self-attention layer"),
         (["lm.positions=rotary"], "positions must be one of sinusoidal, learned, none"),
+        (["lm.num_layers=0"], "lm.num_layers=0: must be a positive integer"),
+        (["lm.ff_dim=-1"], "lm.ff_dim=-1: must be a non-negative integer"),
     ],
 )
 def test_bad_lm_configs_fail_before_training_in_one_line(
