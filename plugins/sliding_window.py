@@ -40,6 +40,7 @@ class SlidingWindowAttention(MultiHeadAttention):
 
     cross_attention = False
     position_free = False
+    memory_growth = 1
 
     def __init__(
         self,

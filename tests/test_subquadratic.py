@@ -74,7 +74,7 @@ def linear_reference(att: Attention, x: torch.Tensor, mask: torch.Tensor, causal
 
 @pytest.mark.parametrize("causal", [True, False])
 def test_linear_fast_path_equals_the_explicit_kernel_matrix(causal: bool) -> None:
-    att, n = linear(), 150  # causal: 3 chunks of 64, the last one partial
+    att, n = linear(), 150  # causal: several chunks, the last one partial
     x, mask = inputs(n)
     expected, _ = linear_reference(att, x, mask, causal)
     out, weights = att(x, x, x, mask, need_weights=False, positions=Positions.self_attention(n, causal))
