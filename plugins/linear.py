@@ -40,30 +40,34 @@ def kernel_weights(phi_q: torch.Tensor, phi_k: torch.Tensor, seen: torch.Tensor)
     return normalised(a, a.sum(-1, keepdim=True))
 
 
+def with_ones(v: torch.Tensor) -> torch.Tensor:
+    """[v, 1]: the ones column carries z through every product, so one matmul gives φ(q)ᵀS and φ(q)ᵀz."""
+    return torch.cat([v, torch.ones_like(v[..., :1])], -1)
+
+
 def global_linear(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """out_i = φ(q_i)ᵀ S / φ(q_i)ᵀ z with S = φ(K)ᵀ V [d, d_v] and z = Σ_j φ(k_j) over all keys."""
-    state = phi_k.transpose(-1, -2) @ v
-    z = phi_k.sum(-2).unsqueeze(-1)
-    return normalised(phi_q @ state, phi_q @ z)
+    out = phi_q @ (phi_k.transpose(-1, -2) @ with_ones(v))
+    return normalised(out[..., :-1], out[..., -1:])
 
 
 def causal_linear(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, chunk: int) -> torch.Tensor:
     """out_i with S_i, z_i over keys j ≤ i, query i and key i at the same index: [B, H, N, d_v].
 
     Chunks of C positions: a query sees the earlier chunks through their summed states (an exclusive
-    prefix sum of per-chunk φ(K_c)ᵀ V_c and Σ φ(k)) and its own chunk through the lower triangle of the
-    C×C products. O(N·C·d + N·d²) time, O(N·C + (N/C)·d²) memory: never N×N.
+    prefix sum of per-chunk φ(K_c)ᵀ [V_c, 1]) and its own chunk through the lower triangle of the C×C
+    products. O(N·C·d + N·d²) time, O(N·C + (N/C)·d²) memory: never N×N.
     """
-    n = phi_q.size(-2)
-    # zero rows: a padded key adds nothing to any state, and padded queries' rows are cut off below
-    phi_q, phi_k, v = (F.pad(x, (0, 0, 0, -n % chunk)).unflatten(-2, (-1, chunk)) for x in (phi_q, phi_k, v))
-    states, z = phi_k.transpose(-1, -2) @ v, phi_k.sum(-2).unsqueeze(-1)  # per chunk: [B, H, n, d, ·]
-    # exclusive prefix sums: chunk c sees the states of chunks 0..c-1
-    states, z = states.cumsum(2) - states, z.cumsum(2) - z
-    within = (phi_q @ phi_k.transpose(-1, -2)).tril()  # [B, H, n, C, C]
-    numerator = phi_q @ states + within @ v
-    denominator = phi_q @ z + within.sum(-1, keepdim=True)
-    return normalised(numerator, denominator).flatten(2, 3)[:, :, :n]
+    n, pad = phi_q.size(-2), -phi_q.size(-2) % chunk
+    v = with_ones(v)
+    if pad:  # zero rows: a padded key adds nothing to any state, and padded queries' rows are cut off below
+        phi_q, phi_k, v = (F.pad(x, (0, 0, 0, pad)) for x in (phi_q, phi_k, v))
+    phi_q, phi_k, v = (x.unflatten(-2, (-1, chunk)) for x in (phi_q, phi_k, v))  # [B, H, N/C, C, ·]
+    states = phi_k.transpose(-1, -2) @ v  # per chunk
+    states = states.cumsum(2) - states  # exclusive prefix sum: chunk c sees chunks 0..c-1
+    out = phi_q @ states + (phi_q @ phi_k.transpose(-1, -2)).tril() @ v
+    out = out.flatten(2, 3)[:, :, :n]
+    return normalised(out[..., :-1], out[..., -1:])
 
 
 @register_attention("linear")
