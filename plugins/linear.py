@@ -20,7 +20,7 @@ from attnx.nn.attention import Attention, ScoreFactory, visible
 from attnx.nn.positions import Positions
 
 # queries per chunk of the causal prefix-sum form: C×C products inside a chunk, d×d states across chunks;
-# 32 ran fastest of 16, 32 and 64 at d = 16 per head on a CPU (benchmarks/README.md)
+# at d = 16 per head on a CPU, 16 and 32 ran within 10 % of each other and 64 a quarter slower (benchmarks/)
 CHUNK = 32
 
 
