@@ -75,10 +75,11 @@ class LinearAttention(Attention):
     """Multi-head linear attention: head_h = the kernel attention above on q W_h^Q, K W_h^K, V W_h^V,
     output = [head_1; ...; head_H] W^O, d = query_dim / H per head. Takes no score: φ is its similarity.
 
-    Paths (all the same function, `need_weights=True` the explicit one): keys for all queries alike in one
-    d×d state (no positions, or not causal); the chunked prefix sum for causal self-attention over
-    aligned positions; the explicit matrix for other causal shapes (a decoding step, Tq = 1, is O(Tk)).
-    Incremental: a cache keeps φ(K W^K) and V W^V.
+    Three paths compute the same output: one d×d state shared by every query when nothing is causal
+    (encoders, cross-attention, pooling; positions may be None); the chunked prefix sum for causal
+    self-attention over aligned positions; the explicit Tq×Tk matrix for other causal shapes (a decoding
+    step, Tq = 1, is O(Tk)) and whenever the weights are asked for. Incremental: a cache keeps φ(K W^K)
+    and V W^V.
     """
 
     default_score = None
