@@ -14,7 +14,13 @@ and compares the counted attention FLOPs (all of the mechanism's FLOPs but its o
 projections, i.e. the Linear layers directly inside it) with the analytic cost of self-attention
 from the lecture notes: 2·N²·d for QKᵀ plus 2·N²·d for weights·V per head of width d, times batch
 and heads, i.e. 4·N²·d_model·batch. The growth exponent k of time ~ N^k is fitted on the upper half
-of each row's N grid, where fixed per-call costs no longer dominate. Never imports Lightning.
+of each row's N grid, where fixed per-call costs no longer dominate. `--causal` runs the mechanisms
+under a causal mask (`Positions.self_attention(N, causal=True)`), leaving out those that declare none.
+
+Each row has a memory budget at its largest N, from the growth its mechanism declares
+(`Attention.memory_growth`; the rnn encoder is linear, the self_attn one quadratic): LINEAR_FLOATS
+float32 numbers per token and channel, N·d·batch of them, plus for a quadratic row QUADRATIC_FLOATS N×N
+matrices per head. A row whose fwd+bwd peak passes its budget is flagged. Never imports Lightning.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from attnx import registry
 from attnx.cli import ArgumentParser
 from attnx.measure import count_flops, median_time, peak_memory
 from attnx.models.build import build_host, score_factory
+from attnx.nn.positions import Positions
 from attnx.table import cell, markdown_table
 from attnx.vocab import SPECIALS
 
@@ -54,6 +61,14 @@ ENCODERS: dict[str, Callable[[int, int | None, int], dict[str, Any]]] = {
     },
 }
 ENCODER_HEADS = {"rnn": False, "self_attn": True}
+ENCODER_GROWTH = {"rnn": 1, "self_attn": 2}  # as a mechanism's memory_growth
+
+# Memory budgets in float32 numbers (BYTES each) at a row's fwd+bwd peak: inputs, projections and
+# activations with their gradients are a few dozen N·d each row; softmax's scores and weights with
+# their gradients are a few N×N per head.
+BYTES = 4
+LINEAR_FLOATS = 32  # per token and channel: × N·d·batch
+QUADRATIC_FLOATS = 4  # N×N matrices per head: × N²·heads·batch
 
 
 @dataclass(frozen=True)
@@ -65,6 +80,7 @@ class Case:
     score: str | None
     dim: int
     heads: int | None
+    causal: bool = False
 
     @property
     def label(self) -> str:
@@ -72,7 +88,13 @@ class Case:
         if self.kind == "encoder":
             what = f"{self.name} encoder"
         heads = f" h={self.heads}" if self.heads else ""
-        return f"{what} d={self.dim}{heads}"
+        return f"{what} d={self.dim}{heads}" + (" causal" if self.causal else "")
+
+    @property
+    def memory_growth(self) -> int:
+        if self.kind == "encoder":
+            return ENCODER_GROWTH[self.name]
+        return registry.get("attention", self.name).memory_growth
 
 
 @dataclass
@@ -85,6 +107,7 @@ class Point:
     score: str | None
     dim: int
     heads: int | None
+    causal: bool
     n: int
     batch: int
     threads: int
@@ -97,6 +120,8 @@ class Point:
     attn_gflop: float | None
     analytic_gflop: float | None
     flop_ratio: float | None
+    memory_growth: int
+    budget_mib: float
 
 
 def _names(value: str, kind: str) -> list[str]:
@@ -163,13 +188,16 @@ def cases(args: argparse.Namespace) -> list[Case]:
     found: list[Case] = []
     for name in _names(args.attention, "attention") if args.attention else []:
         cls = registry.get("attention", name)
+        if args.causal and not cls.causal:
+            print(f"attnx bench: --causal leaves out {name}: it declares no causal mask", file=sys.stderr)
+            continue
         if cls.default_score is None:
             scores: list[str | None] = [None]
         else:
             scores = list(_names(args.score, "score")) if args.score else [cls.default_score]
         has_heads = "num_heads" in registry.registry("attention").entry(name).hyperparams()
         for score in scores:
-            found += [Case("attention", name, score, d, h) for d, h in _widths(args, has_heads)]
+            found += [Case("attention", name, score, d, h, args.causal) for d, h in _widths(args, has_heads)]
     for name in (e.strip() for e in args.encoder.split(",") if e.strip()):
         if name not in ENCODERS:
             raise ValueError(f"--encoder must name some of {', '.join(ENCODERS)}; got {name!r}")
@@ -218,7 +246,8 @@ def workload(
 
         def run() -> torch.Tensor:
             keys, values, memory_mask = module.memory(x, x.mean(1), mask)
-            return module(x, keys, values, memory_mask, need_weights=False)[0]
+            at = Positions(Positions.span(n, device), Positions.span(keys.size(1), device), case.causal)
+            return module(x, keys, values, memory_mask, need_weights=False, positions=at)[0]
 
     with torch.no_grad():
         grad = torch.randn_like(run())
@@ -258,6 +287,7 @@ def measure(case: Case, module: nn.Module, n: int, args: argparse.Namespace, dev
         score=case.score,
         dim=case.dim,
         heads=case.heads,
+        causal=case.causal,
         n=n,
         batch=args.batch,
         threads=torch.get_num_threads(),
@@ -270,7 +300,22 @@ def measure(case: Case, module: nn.Module, n: int, args: argparse.Namespace, dev
         attn_gflop=None if attn is None else attn / 1e9,
         analytic_gflop=None if analytic is None else analytic / 1e9,
         flop_ratio=ratio,
+        memory_growth=case.memory_growth,
+        budget_mib=budget(case.memory_growth, n, case.dim, case.heads, args.batch) / MIB,
     )
+
+
+def budget(growth: int, n: int, dim: int, heads: int | None, batch: int) -> float:
+    """Bytes a row of memory growth 1 or 2 may hold at its peak over n positions (module docstring)."""
+    floats = LINEAR_FLOATS * n * dim * batch
+    if growth > 1:
+        floats += QUADRATIC_FLOATS * n * n * (heads or 1) * batch
+    return floats * BYTES
+
+
+def budget_rule(growth: int) -> str:
+    linear = f"{LINEAR_FLOATS}·N·d·batch"
+    return linear if growth == 1 else f"{linear} + {QUADRATIC_FLOATS}·N²·heads·batch"
 
 
 def run_case(case: Case, args: argparse.Namespace, device: torch.device) -> list[Point]:
@@ -348,6 +393,29 @@ def growth_table(by_case: dict[str, list[Point]]) -> str:
     return markdown_table(header, rows, right_from=1)
 
 
+def over_budget(points: list[Point]) -> bool:
+    """Whether a row's fwd+bwd peak at its largest N passes its budget."""
+    return points[-1].train_mib > points[-1].budget_mib
+
+
+def budget_table(by_case: dict[str, list[Point]]) -> str:
+    """Per row at its largest N: the fwd+bwd peak next to its budget and whether it holds."""
+    header = ["case", "N", "fwd+bwd MiB", "budget MiB", "budget (floats)", "holds"]
+    rows = [
+        [
+            label,
+            points[-1].n,
+            points[-1].train_mib,
+            points[-1].budget_mib,
+            budget_rule(points[-1].memory_growth),
+            "**OVER BUDGET**" if over_budget(points) else "yes",
+        ]
+        for label, points in by_case.items()
+        if points
+    ]
+    return markdown_table(header, rows, right_from=1)
+
+
 def write_csv(path: Path, points: list[Point]) -> None:
     with path.open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(asdict(points[0])))
@@ -395,6 +463,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--lengths", type=_ints, default=[64, 128, 256, 512, 1024, 2048, 4096], help="N grid")
     p.add_argument("--dim", type=_ints, default=[64], help="model widths d, comma-separated")
     p.add_argument("--heads", type=_ints, default=[4], help="head counts for mechanisms with heads")
+    p.add_argument(
+        "--causal",
+        action="store_true",
+        help="causal self-attention (mechanisms without a causal mask left out)",
+    )
     p.add_argument("--batch", type=_positive, default=4)
     p.add_argument("--repeats", type=_positive, default=5, help="timed calls per point (median)")
     p.add_argument("--warmup", type=_non_negative, default=2, help="untimed calls before timing")
@@ -434,6 +507,11 @@ def main(argv: list[str] | None = None) -> int:
     print(table(points))
     print()
     print(growth_table(by_case))
+    print()
+    print(budget_table(by_case))
+    for label, series in by_case.items():
+        if series and over_budget(series):
+            print(f"attnx bench: {label} passes its memory budget at N={series[-1].n}", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(args.out / "bench.csv", points)
     plot(args.out / "time.png", by_case, ("fwd_ms", "train_ms"), "time per call (ms)")

@@ -22,7 +22,8 @@ class LocalAttention(ScoredAttention):
       predicted (local-p):  p_i = (L − 1) · sigmoid(v_pᵀ tanh(W_p q_i)) — works one decoder step at a time;
       fixed (local-m):      p_i = (i + ½) · L / Tq − ½, query i's position scaled to the key length
                             (p_i = i in self-attention; the middle for a single query).
-    round(p_i) is always a valid key, so no row is left empty.
+    round(p_i) is always a valid key, so no row is left empty. Longformer's banded self-attention, in
+    O(N·w) rather than this O(Tq·Tk), is `sliding_window`.
     """
 
     default_score = "dot"

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnx.bench import main
+from attnx.bench import Point, budget, budget_table, growth_exponent, main
 from attnx.measure import count_flops, interleaved, peak_memory, ratios
 
 CPU = torch.device("cpu")
@@ -67,6 +67,79 @@ def test_bench_rejects_unknown_names_and_bad_grids(capsys: pytest.CaptureFixture
     assert main(["--attention", "multi_head", "--dim", "10", "--heads", "4"]) == 2
     assert "--heads must divide --dim" in capsys.readouterr().err
     assert main(["--attention", "", "--encoder", ""]) == 2
+
+
+@pytest.mark.e2e
+def test_bench_causal_rows_with_their_memory_budgets(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    argv = ["--attention", "multi_head,linear,sliding_window,none", "--causal", "--encoder", ""]
+    argv += ["--lengths", "8,16", "--dim", "16", "--heads", "2", "--batch", "2"]
+    argv += ["--repeats", "1", "--warmup", "0", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    assert "--causal leaves out none: it declares no causal mask" in captured.err
+    rows = list(csv.DictReader((tmp_path / "bench.csv").open()))
+    assert {row["label"] for row in rows} == {
+        "multi_head/scaled_dot d=16 h=2 causal",
+        "linear d=16 h=2 causal",
+        "sliding_window/scaled_dot d=16 h=2 causal",
+    }
+    for row in rows:
+        n, growth = int(row["n"]), 2 if row["name"] == "multi_head" else 1
+        assert row["causal"] == "True" and int(row["memory_growth"]) == growth
+        assert float(row["budget_mib"]) * 2**20 == budget(growth, n, 16, 2, 2)
+    assert "budget MiB" in captured.out and "| linear d=16 h=2 causal" in captured.out
+
+
+def test_memory_budget_is_linear_or_adds_the_n_squared_figure() -> None:
+    assert budget(1, 1024, 64, 4, 2) == 32 * 1024 * 64 * 2 * 4  # float32 numbers per token and channel
+    assert budget(2, 1024, 64, 4, 2) == budget(1, 1024, 64, 4, 2) + 4 * 1024**2 * 4 * 2 * 4
+    assert budget(2, 1024, 64, None, 2) == budget(1, 1024, 64, None, 2) + 4 * 1024**2 * 2 * 4
+
+
+def point(n: int, ms: float, train_mib: float = 1.0, budget_mib: float = 2.0) -> Point:
+    """A point of a linear-memory row: `ms` in both time columns, `train_mib` its fwd+bwd peak."""
+    return Point(
+        label="row",
+        kind="attention",
+        name="linear",
+        score=None,
+        dim=16,
+        heads=2,
+        causal=True,
+        n=n,
+        batch=1,
+        threads=1,
+        device="cpu",
+        fwd_ms=ms,
+        train_ms=ms,
+        fwd_mib=train_mib,
+        train_mib=train_mib,
+        gflop=0.0,
+        attn_gflop=None,
+        analytic_gflop=None,
+        flop_ratio=None,
+        memory_growth=1,
+        budget_mib=budget_mib,
+    )
+
+
+def test_budget_table_flags_a_row_over_its_budget_at_its_largest_n() -> None:
+    within = [point(8, 1.0, train_mib=5.0), point(16, 1.0)]  # only the largest N is judged
+    over = [point(8, 1.0), point(16, 1.0, train_mib=3.0)]
+    text = budget_table({"within": within, "over": over})
+    lines = {line.split("|")[1].strip(): line for line in text.splitlines()[2:]}
+    assert lines["within"].rstrip(" |").endswith("yes")
+    assert "OVER BUDGET" in lines["over"] and "32·N·d·batch" in lines["over"]
+
+
+def test_growth_exponent_fits_the_upper_half_of_the_grid() -> None:
+    grid = [64, 128, 256, 512, 1024, 2048]
+    noisy_start = {64: 50.0, 128: 50.0}  # fixed per-call costs at small N, which the fit leaves out
+    linear = [point(n, noisy_start.get(n, n / 10)) for n in grid]
+    quadratic = [point(n, n * n / 1e4) for n in grid]
+    assert growth_exponent(linear, "train_ms") == pytest.approx(1.0)
+    assert growth_exponent(quadratic, "fwd_ms") == pytest.approx(2.0)
+    assert growth_exponent(linear[:1], "train_ms") is None
 
 
 def test_sdpa_flops_are_counted_on_cpu() -> None:

@@ -97,6 +97,7 @@ def test_every_site_hosts_every_mechanism_it_can(site: str, mechanism: str, scor
         # the only refusals: a role the mechanism does not declare, or positions it cannot have or pass on
         assert (
             ("cannot be a self-attention layer" in str(error) and not cls.self_attention)
+            or ("cannot be cross-attention" in str(error) and not cls.cross_attention)
             or ("cannot be a causal self-attention layer" in str(error) and not cls.causal)
             or ("uses positions" in str(error) and uses_positions)
         ), str(error)
@@ -117,6 +118,7 @@ def test_every_site_hosts_every_mechanism_it_can(site: str, mechanism: str, scor
         ),
         (["decoder/attention=none"], "decoder.attention=none: NoAttention cannot be a causal self-attention"),
         (["decoder/attention=local_window"], "LocalAttention cannot be a causal .* declares causal = False"),
+        (["attention=sliding_window"], "SlidingWindowAttention cannot be cross-attention: .* = False"),
         (
             ["encoder/attention=local_window", "encoder/score=alibi"],
             "encoder.score=alibi uses positions, and encoder.attention=local_window does not pass them on",

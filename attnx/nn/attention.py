@@ -67,6 +67,10 @@ class Attention(nn.Module):
       incremental      `extend(prepared, keys, values, mask)` appends keys to what `prepare` made (a
                        decoder's key/value cache); otherwise a cache re-prepares its stored keys
     The defaults promise nothing beyond the 2015 contract: a plugin declares what it supports.
+
+    `memory_growth` k: self-attention over N positions needs O(N^k) memory at most; 2 for the N×N
+    weights of softmax attention, 1 for a mechanism that never builds them (`attnx bench` holds each row
+    to the budget it implies).
     """
 
     placement: ClassVar[str] = "after"
@@ -77,6 +81,7 @@ class Attention(nn.Module):
     causal: ClassVar[bool] = False
     position_free: ClassVar[bool] = False
     incremental: ClassVar[bool] = False
+    memory_growth: ClassVar[int] = 2
 
     def __init__(
         self, query_dim: int, key_dim: int, value_dim: int, score: ScoreFactory | None = None
@@ -152,6 +157,7 @@ class NoAttention(Attention):
     default_score: ClassVar[str | None] = None
     self_attention: ClassVar[bool] = False  # every position would get the same mean: not a layer
     position_free: ClassVar[bool] = True
+    memory_growth: ClassVar[int] = 1
 
     def prepare(self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
         m = mask.unsqueeze(-1)

@@ -40,6 +40,11 @@ class Positions:
         span = cls.span(length, device)
         return cls(span, span, causal)
 
+    def aligned(self) -> bool:
+        """Queries and keys at the same positions (an encoder, teacher forcing): query i and key i are the
+        same token, and under a causal mask query i sees keys 0..i by index."""
+        return self.query.size(-1) == self.key.size(-1) and bool((self.query == self.key).all())
+
     def relative(self, ndim: int = 3) -> torch.Tensor:
         """j − i for every (query i, key j): [B|1, Tq, Tk], with singleton dims inserted after the batch
         so it broadcasts against scores of `ndim` dims (4 for [B, H, Tq, Tk])."""
