@@ -16,6 +16,8 @@ from the lecture notes: 2·N²·d for QKᵀ plus 2·N²·d for weights·V per he
 and heads, i.e. 4·N²·d_model·batch. The growth exponent k of time ~ N^k is fitted on the upper half
 of each row's N grid, where fixed per-call costs no longer dominate. `--causal` runs the mechanisms
 under a causal mask (`Positions.self_attention(N, causal=True)`), leaving out those that declare none.
+`--lm` runs the lm kind's whole decoder-only model (embedding, one block whose causal self-attention
+is each named mechanism, the next-token head) over N tokens, as the encoder rows run encoders.
 
 Each row has a memory budget at its largest N, from the growth its mechanism declares
 (`Attention.memory_growth`; the rnn encoder is linear, the self_attn one quadratic): LINEAR_FLOATS
@@ -41,7 +43,7 @@ from torch import nn
 from attnx import registry
 from attnx.cli import ArgumentParser
 from attnx.measure import count_flops, median_time, peak_memory
-from attnx.models.build import build_host, score_factory
+from attnx.models.build import build_host, build_model, score_factory
 from attnx.nn.positions import Positions
 from attnx.table import cell, markdown_table
 from attnx.vocab import SPECIALS
@@ -75,7 +77,7 @@ QUADRATIC_FLOATS = 4  # N×N matrices per head: × N²·heads·batch
 class Case:
     """One row of the benchmark: a module at one width (and head count, where it has heads)."""
 
-    kind: str  # "attention" | "encoder"
+    kind: str  # "attention" | "encoder" | "lm" (a decoder-only model of one block of `name`)
     name: str
     score: str | None
     dim: int
@@ -87,6 +89,8 @@ class Case:
         what = f"{self.name}/{self.score}" if self.score else self.name
         if self.kind == "encoder":
             what = f"{self.name} encoder"
+        elif self.kind == "lm":
+            what = f"lm ({self.name})"
         heads = f" h={self.heads}" if self.heads else ""
         return f"{what} d={self.dim}{heads}" + (" causal" if self.causal else "")
 
@@ -198,6 +202,13 @@ def cases(args: argparse.Namespace) -> list[Case]:
         has_heads = "num_heads" in registry.registry("attention").entry(name).hyperparams()
         for score in scores:
             found += [Case("attention", name, score, d, h, args.causal) for d, h in _widths(args, has_heads)]
+    for name in _names(args.lm, "attention") if args.lm else []:
+        if not registry.get("attention", name).causal:
+            raise ValueError(
+                f"--lm {name}: it declares no causal mask, so it cannot be an lm's self-attention"
+            )
+        has_heads = "num_heads" in registry.registry("attention").entry(name).hyperparams()
+        found += [Case("lm", name, None, d, h, causal=True) for d, h in _widths(args, has_heads)]
     for name in (e.strip() for e in args.encoder.split(",") if e.strip()):
         if name not in ENCODERS:
             raise ValueError(f"--encoder must name some of {', '.join(ENCODERS)}; got {name!r}")
@@ -220,6 +231,10 @@ def build(case: Case, max_len: int) -> nn.Module:
         params = ENCODERS[case.name](case.dim, case.heads, max_len)
         return build_host("encoder", {"name": case.name, **params}, vocab_size=VOCAB)
     hyper = {} if case.heads is None else {"num_heads": case.heads}
+    if case.kind == "lm":
+        lm = {"d_model": case.dim, "num_layers": 1, "ff_dim": 2 * case.dim, "dropout": 0.0}
+        lm |= {"positions": "sinusoidal", "max_len": max_len}
+        return build_model("lm", VOCAB, None, {"name": case.name, **hyper}, None, {}, lm=lm)
     factory = None if case.score is None else score_factory({"name": case.score})
     d = case.dim
     return registry.build(
@@ -231,13 +246,13 @@ def workload(
     module: nn.Module, case: Case, n: int, batch: int, device: torch.device
 ) -> tuple[Callable[[], None], Callable[[], None]]:
     """(inference forward, forward + backward) of `module` on fixed random inputs of length n."""
-    if case.kind == "encoder":
+    if case.kind in ("encoder", "lm"):
         tokens = torch.randint(len(SPECIALS), VOCAB, (batch, n), device=device)
         lengths = torch.full((batch,), n, device=device)
         inputs: list[torch.Tensor] = []
 
         def run() -> torch.Tensor:
-            return module(tokens, lengths).states
+            return module(tokens, lengths).states if case.kind == "encoder" else module(tokens, lengths)[0]
 
     else:
         x = torch.randn(batch, n, case.dim, device=device, requires_grad=True)
@@ -460,6 +475,11 @@ def parser() -> argparse.ArgumentParser:
         "--score", help="scores for mechanisms that take one, comma-separated, or 'all' (default: their own)"
     )
     p.add_argument("--encoder", default="rnn", help="reference encoders: rnn, self_attn, or '' for none")
+    p.add_argument(
+        "--lm",
+        help="mechanisms, comma-separated or 'all', each as the causal self-attention of a decoder-only "
+        "model (the lm kind: one block, embedding and head) over N tokens",
+    )
     p.add_argument("--lengths", type=_ints, default=[64, 128, 256, 512, 1024, 2048, 4096], help="N grid")
     p.add_argument("--dim", type=_ints, default=[64], help="model widths d, comma-separated")
     p.add_argument("--heads", type=_ints, default=[4], help="head counts for mechanisms with heads")
@@ -493,7 +513,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"attnx bench: {error}", file=sys.stderr)
         return 2
     if not selected:
-        print("attnx bench: nothing selected (--attention and --encoder are empty)", file=sys.stderr)
+        print("attnx bench: nothing selected (--attention, --encoder and --lm are empty)", file=sys.stderr)
         return 2
     device = torch.device(args.device)
     torch.manual_seed(0)

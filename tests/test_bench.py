@@ -90,6 +90,23 @@ def test_bench_causal_rows_with_their_memory_budgets(tmp_path: Path, capsys: pyt
     assert "budget MiB" in captured.out and "| linear d=16 h=2 causal" in captured.out
 
 
+@pytest.mark.e2e
+def test_bench_lm_rows_run_a_decoder_only_model_per_mechanism(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    argv = ["--attention", "", "--encoder", "", "--lm", "multi_head,linear", "--lengths", "8,16"]
+    argv += ["--dim", "16", "--heads", "2", "--batch", "2", "--repeats", "1", "--warmup", "0"]
+    assert main([*argv, "--out", str(tmp_path)]) == 0
+    rows = list(csv.DictReader((tmp_path / "bench.csv").open()))
+    assert {row["label"] for row in rows} == {
+        "lm (multi_head) d=16 h=2 causal",
+        "lm (linear) d=16 h=2 causal",
+    }
+    assert all(row["kind"] == "lm" and float(row["gflop"]) > 0 for row in rows)
+    assert main(["--attention", "", "--encoder", "", "--lm", "none"]) == 2
+    assert "--lm none: it declares no causal mask" in capsys.readouterr().err
+
+
 def test_memory_budget_is_linear_or_adds_the_n_squared_figure() -> None:
     assert budget(1, 1024, 64, 4, 2) == 32 * 1024 * 64 * 2 * 4  # float32 numbers per token and channel
     assert budget(2, 1024, 64, 4, 2) == budget(1, 1024, 64, 4, 2) + 4 * 1024**2 * 4 * 2 * 4
