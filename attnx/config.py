@@ -5,6 +5,7 @@ checks of a composed config are `attnx.checks`."""
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any
@@ -147,12 +148,17 @@ def check_slot_overrides(parsed: list[Any]) -> None:
 
 
 def _slot_hint(message: str) -> str:
-    """Hydra's "No match in the defaults list" for a slot group, said in attnx's words."""
+    """Hydra's "No match in the defaults list" for a slot group, and its "Multiple values" for a group
+    of train.yaml's defaults list added with `+` (`+experiment=x`), said in attnx's words."""
     for group, hosts in registry.slot_groups().items():
         if f"Could not override '{group}'. No match in the defaults list" in message:
             kind, slot = group.split("/")
             only = " or ".join(f"{kind}={host}" for host in hosts)
             return f"{group}: only {only} has the slot `{slot}`; choose it first ({kind}={hosts[0]})"
+    added = re.match(r"Multiple values for (\S+)\. To override a value use 'override \S+: (\S+)'", message)
+    if added:
+        group, option = added.groups()
+        return f"+{group}={option}: {group} is already a group of train.yaml; write {group}={option} (no +)"
     return message
 
 

@@ -148,6 +148,11 @@ CASES = [
     ("train optim=adam", "unknown optim 'adam'; did you mean 'adamw'? available: adamw, sgd", None),
     ("train optim/scheduler=cosine", "unknown optim/scheduler 'cosine'; did you mean 'warmup_cosine'", None),
     ("train experiment=nope", "unknown experiment 'nope'", None),
+    (
+        "train +experiment=quickstart",
+        "+experiment=quickstart: experiment is already a group of train.yaml; write experiment=quickstart",
+        None,
+    ),
     ("train task=revers", "unknown task 'revers'; did you mean 'reverse'", None),
     ("train -m attention=dot,bahdanu", "unknown attention 'bahdanu'", None),
     # train: keys and types, with and without -m and --cfg job
