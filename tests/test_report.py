@@ -100,3 +100,48 @@ def test_report_never_imports_torch(sweep: Path) -> None:
         "assert not {'torch', 'lightning'} & set(sys.modules), 'heavy import'"
     )
     subprocess.run([sys.executable, "-c", code, str(sweep)], check=True, capture_output=True)
+
+
+def test_select_keeps_each_rows_best_learning_rate_on_validation_and_panels_split_the_plot(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    # val/acc picks the rate; test/acc is what the row then reports (the paper's protocol)
+    val = {("dot", 32, 0.01): 0.9, ("dot", 32, 0.1): 0.5, ("dot", 64, 0.01): 0.2, ("dot", 64, 0.1): 0.8}
+    for i, ((attention, width, lr), score) in enumerate(val.items()):
+        for length in (64, 128):
+            overrides = [
+                f"attention={attention}",
+                f"lm.d_model={width}",
+                f"optim.lr={lr}",
+                f"task.seq_len={length}",
+            ]
+            write_results(
+                tmp_path / f"{i}-{length}",
+                {
+                    "status": "completed",
+                    "overrides": overrides,
+                    "choices": {"task": "mqar", "attention": attention},
+                    "config": {"lm": {"d_model": width}, "optim": {"lr": lr}, "task": {"seq_len": length}},
+                    "model_type": "lm",
+                    "metrics": {"val/acc": score, "test/acc": score - 0.05, "test/exact_match": 0.0},
+                },
+            )
+    args = ["report", str(tmp_path), "--x", "lm.d_model", "--select", "optim.lr", "--metric", "test/acc"]
+    assert cli([*args, "--by", "val/acc", "--panel", "task.seq_len", "--out", str(tmp_path / "a")]) == 0
+    rows = list(csv.DictReader((tmp_path / "a" / "report.csv").open()))
+    chosen = {(r["lm.d_model"], r["task.seq_len"]): (r["optim.lr"], float(r["test/acc"])) for r in rows}
+    assert chosen == {
+        ("32", "64"): ("0.01", 0.85),
+        ("32", "128"): ("0.01", 0.85),
+        ("64", "64"): ("0.1", 0.75),
+        ("64", "128"): ("0.1", 0.75),
+    }
+    assert cli([*args, "--out", str(tmp_path / "b")]) == 0  # --by defaults to the metric's val/ twin
+    assert (tmp_path / "b" / "report.csv").read_text() == (tmp_path / "a" / "report.csv").read_text()
+    from matplotlib.image import imread
+
+    two_panels = imread(tmp_path / "a" / "test_acc_vs_lm.d_model.png").shape[1]
+    one_panel = imread(tmp_path / "b" / "test_acc_vs_lm.d_model.png").shape[1]
+    assert two_panels > one_panel  # one panel per task.seq_len, side by side
+    assert cli([*args, "--select", "optim.momentum"]) == 2
+    assert "--select optim.momentum is not a swept key" in capsys.readouterr().err

@@ -73,6 +73,22 @@ def test_predict_prints_output_and_attended_tokens(tmp_path: Path, capsys: pytes
     assert capsys.readouterr().err.strip() == "attnx predict: input '   ' has no tokens"
 
 
+def test_predict_classifies_and_shows_the_pooling_weights(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    train(tmp_path, "task=sentiment", "attention=additive", *TINY_RNN, *TINY)
+    classes = torch.load(tmp_path / "checkpoints" / "last.ckpt", weights_only=True)["attnx_spec"]["classes"]
+    capsys.readouterr()
+    assert (
+        cli(["predict", f"ckpt={tmp_path / 'checkpoints' / 'last.ckpt'}", "input=i really hate this movie"])
+        == 0
+    )
+    label, heading, row = capsys.readouterr().out.splitlines()
+    assert label.split()[0] in classes and label.split()[1].startswith("(p=")
+    assert heading == "additive pooling: learned query (predicted class) <- source (keys), top 3"
+    assert row.split()[0] == label.split()[0] and len(row.split("<-")[1].split()) == 3  # 3 attended words
+
+
 def test_metrics_are_reproducible_with_a_seed(tmp_path: Path) -> None:
     for name in ("a", "b"):
         train(tmp_path / name, "task=reverse", "attention=dot", "seed=3", *TINY_RNN, *TINY)
