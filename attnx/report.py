@@ -125,7 +125,9 @@ def main(argv: list[str]) -> int:
     unfinished = [r for r in runs if r.get("status") != "completed"]
     out = args.out or args.dirs[0]
     out.mkdir(parents=True, exist_ok=True)
-    plots = [path for path in (plot(rows, columns, metrics[0], x, out, panels) for x in xs) if path]
+    plots = [
+        path for path in (plot(rows, columns, metrics[0], x, out, panels, args.select) for x in xs) if path
+    ]
     table, failed = results_table(columns, metrics, rows), failed_table(columns, unfinished)
     write_csv(out / "report.csv", columns, metrics, rows, unfinished)
     (out / "report.md").write_text(markdown_report(runs, columns, metrics, rows, table, failed, plots))
@@ -315,42 +317,57 @@ def write_csv(
 
 
 def plot(
-    rows: list[Row], columns: list[str], metric: str, x: str, out: Path, panels: list[str] | None = None
+    rows: list[Row],
+    columns: list[str],
+    metric: str,
+    x: str,
+    out: Path,
+    panels: list[str] | None = None,
+    tuned: str | None = None,
 ) -> Path | None:
     """`metric` against `x`, one line per configuration of the other columns, ± std as error bars; with
-    `panels` (config keys), one panel per combination of their values, lines compared within it."""
+    `panels` (config keys), one panel per combination of their values. Lines are named by the columns
+    that tell them apart within a panel, never by `tuned` (the key `--select` chose per row)."""
     from matplotlib.figure import Figure
 
     xi = columns.index(x)
-    others = [c for c in columns if c != x and c not in (panels or [])]
-    grid: dict[str, dict[str, list[tuple[Any, float, float]]]] = {}
+    others = [c for c in columns if c not in (x, tuned, *(panels or []))]
+    points = []
     for row in rows:  # sorted, so lines come in table order and points by x
         mean = row.mean(metric)
         if mean is not None and row.values[xi] is not None:
-            panel = ", ".join(f"{p}={_text(value(row.runs[0], p))}" for p in panels or [])
-            named = dict(zip(columns, row.values))
-            label = ", ".join(f"{c}={_text(named[c])}" for c in others) or metric
-            grid.setdefault(panel, {}).setdefault(label, []).append(
-                (row.values[xi], mean, row.std(metric) or 0.0)
+            panel = tuple(value(row.runs[0], p) for p in panels or [])
+            points.append(
+                (panel, dict(zip(columns, row.values)), (row.values[xi], mean, row.std(metric) or 0.0))
             )
-    if not grid:
+    if not points:
         return None
+    # a column constant inside every panel (the cell's name when panels are its fields) tells no lines apart
+    varying = [
+        c
+        for c in others
+        if len({(pn, _key(named[c])) for pn, named, _ in points}) > len({pn for pn, _, _ in points})
+    ]
+    grid: dict[tuple[Any, ...], dict[str, list[tuple[Any, float, float]]]] = {}
+    for panel, named, point in points:
+        label = ", ".join(f"{c}={_text(named[c])}" for c in varying) or metric
+        grid.setdefault(panel, {}).setdefault(label, []).append(point)
     labels = list(dict.fromkeys(label for lines in grid.values() for label in lines))
     legend_inches = 0.06 * max(map(len, labels)) + 0.6 if len(labels) > 1 else 0.0
     figure = Figure(figsize=(4.5 * len(grid) + 1.0 + legend_inches, 4.0), layout="constrained")
     axes = figure.subplots(1, len(grid), sharey=True, squeeze=False)[0]
     colours = {label: f"C{i % 10}" for i, label in enumerate(labels)}
-    for ax, (panel, lines) in zip(axes, sorted(grid.items())):
-        for label, points in lines.items():
+    for ax, panel in zip(axes, sorted(grid, key=lambda values: tuple(map(_key, values)))):
+        for label, series in grid[panel].items():
             ax.errorbar(
-                *zip(*sorted(points, key=lambda p: p[0])),
+                *zip(*sorted(series, key=lambda p: p[0])),
                 marker="o",
                 capsize=3,
                 color=colours[label],
                 label=label if ax is axes[0] else None,
             )
         ax.set_xlabel(x)
-        ax.set_title(panel, fontsize=9)
+        ax.set_title(", ".join(f"{p}={_text(v)}" for p, v in zip(panels or [], panel)), fontsize=9)
         ax.grid(alpha=0.3)
     axes[0].set_ylabel(metric)
     if len(labels) > 1:

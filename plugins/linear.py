@@ -13,10 +13,9 @@ applied to V, which `need_weights=True` returns.
 
 import torch
 import torch.nn.functional as F
-from torch import nn
 
 from attnx import register_attention
-from attnx.nn.attention import Attention, ScoreFactory, visible
+from attnx.nn.attention import HeadsAttention, visible
 from attnx.nn.positions import Positions
 
 # queries per chunk of the causal prefix-sum form: C×C products inside a chunk, d×d states across chunks;
@@ -71,7 +70,7 @@ def causal_linear(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, chu
 
 
 @register_attention("linear")
-class LinearAttention(Attention):
+class LinearAttention(HeadsAttention):
     """Multi-head linear attention: head_h = the kernel attention above on q W_h^Q, K W_h^K, V W_h^V,
     output = [head_1; ...; head_H] W^O, d = query_dim / H per head. Takes no score: φ is its similarity.
 
@@ -90,33 +89,6 @@ class LinearAttention(Attention):
     position_free = True
     incremental = True
     memory_growth = 1
-
-    def __init__(
-        self,
-        query_dim: int,
-        key_dim: int,
-        value_dim: int,
-        score: ScoreFactory | None = None,
-        num_heads: int = 4,
-    ) -> None:
-        super().__init__(query_dim, key_dim, value_dim, score)
-        if num_heads < 1 or query_dim % num_heads:
-            raise ValueError(
-                f"linear needs num_heads to divide query_dim, got num_heads={num_heads}, "
-                f"query_dim={query_dim}"
-            )
-        self.num_heads = num_heads
-        self.head_dim = query_dim // num_heads
-        self.W_q = nn.Linear(query_dim, query_dim, bias=False)
-        self.W_k = nn.Linear(key_dim, query_dim, bias=False)
-        # no bias: a zeroed padded value projects to exactly 0, so it adds nothing to any state
-        self.W_v = nn.Linear(value_dim, query_dim, bias=False)
-        self.W_o = nn.Linear(query_dim, query_dim)
-        self.output_dim = query_dim
-
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, T, H·d] -> [B, H, T, d]"""
-        return x.unflatten(-1, (self.num_heads, self.head_dim)).transpose(1, 2)
 
     def prepare(
         self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
@@ -157,4 +129,4 @@ class LinearAttention(Attention):
             heads = causal_linear(phi_q, phi_k, values, CHUNK)
         else:
             heads = global_linear(phi_q, phi_k, values)
-        return self.W_o(heads.transpose(1, 2).flatten(2)), weights if need_weights else None
+        return self._merge(heads), weights if need_weights else None

@@ -114,7 +114,7 @@ def test_linear_decoding_step_by_step_with_extend_equals_teacher_forcing() -> No
 
 
 def test_linear_refuses_heads_that_do_not_divide_the_width() -> None:
-    with pytest.raises(ValueError, match="linear needs num_heads to divide query_dim"):
+    with pytest.raises(ValueError, match="LinearAttention needs num_heads to divide query_dim"):
         plugin("attention", "linear")(10, 10, 10, num_heads=4)
 
 

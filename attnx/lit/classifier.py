@@ -26,19 +26,14 @@ class ClassifierModule(AttnxModule):
     def forward(self, batch: Batch, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         return self.model(batch.src, batch.src_len, need_weights=need_weights)
 
-    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        logits, _ = self(batch)
-        loss = F.cross_entropy(logits, batch.label)
-        self.count_train_batch(len(batch.label))
-        self.log_step("train/loss", loss, batch_size=len(batch.label))
-        return loss
+    @staticmethod
+    def loss(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        return F.cross_entropy(logits, batch.label)
 
     def _evaluate(self, batch: Batch, stage: str) -> None:
         logits, _ = self(batch)
         metrics = self.val_metrics if stage == "val" else self.test_metrics
         metrics.update(logits, batch.label)
         size = len(batch.label)
-        self.log(
-            f"{stage}/loss", F.cross_entropy(logits, batch.label), batch_size=size, prog_bar=stage == "val"
-        )
+        self.log(f"{stage}/loss", self.loss(logits, batch), batch_size=size, prog_bar=stage == "val")
         self.log_dict(metrics, batch_size=size, prog_bar=stage == "val")

@@ -40,13 +40,6 @@ class LMModule(AttnxModule):
     def loss(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
         return F.cross_entropy(logits.flatten(0, 1), batch.tgt.flatten(), ignore_index=PAD)
 
-    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        logits, _ = self(batch)
-        loss = self.loss(logits, batch)
-        self.count_train_batch(len(batch.src))
-        self.log_step("train/loss", loss, batch_size=len(batch.src))
-        return loss
-
     def _evaluate(self, batch: Batch, stage: str) -> None:
         logits, _ = self(batch)
         metrics = self.val_metrics if stage == "val" else self.test_metrics

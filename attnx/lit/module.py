@@ -60,6 +60,17 @@ class AttnxModule(pl.LightningModule):
         scheduler = instantiate(optim["scheduler"], _convert_="all")(optimizer, total_steps=total)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
+    def loss(self, logits: torch.Tensor, batch: Any) -> torch.Tensor:
+        """The training objective of the model's output for a batch."""
+        raise NotImplementedError
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        logits, _ = self(batch)
+        loss = self.loss(logits, batch)
+        self.count_train_batch(len(batch.src))
+        self.log_step("train/loss", loss, batch_size=len(batch.src))
+        return loss
+
     def _evaluate(self, batch: Any, stage: str) -> None:
         """Log `stage`/loss and update `stage`'s metrics for one batch."""
         raise NotImplementedError

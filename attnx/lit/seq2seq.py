@@ -62,13 +62,6 @@ class Seq2SeqModule(AttnxModule):
             tokens, _ = self.model.greedy(src, src_len, max_len)
         return tokens
 
-    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
-        logits, _ = self(batch)
-        loss = self.loss(logits, batch)
-        self.count_train_batch(len(batch.src))
-        self.log_step("train/loss", loss, batch_size=len(batch.src))
-        return loss
-
     def _evaluate(self, batch: Batch, stage: str) -> None:
         logits, _ = self(batch)
         target = batch.tgt[:, 1:]

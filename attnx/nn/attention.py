@@ -265,8 +265,44 @@ class LuongAttention(SoftmaxAttention):
         self.input_feeding = input_feeding
 
 
+class HeadsAttention(Attention):
+    """Attention in H heads of d = query_dim / H each: projections W^Q, W^K, W^V into the heads (no biases,
+    as Vaswani et al.: a key bias is invisible to softmax anyway, and a zeroed padded key or value then
+    projects to exactly 0) and W^O out of their concatenation. What a head computes is the subclass's."""
+
+    def __init__(
+        self,
+        query_dim: int,
+        key_dim: int,
+        value_dim: int,
+        score: ScoreFactory | None = None,
+        num_heads: int = 4,
+    ) -> None:
+        super().__init__(query_dim, key_dim, value_dim, score)
+        if num_heads < 1 or query_dim % num_heads:
+            raise ValueError(
+                f"{type(self).__name__} needs num_heads to divide query_dim, got num_heads={num_heads}, "
+                f"query_dim={query_dim}"
+            )
+        self.num_heads = num_heads
+        self.head_dim = query_dim // num_heads
+        self.W_q = nn.Linear(query_dim, query_dim, bias=False)
+        self.W_k = nn.Linear(key_dim, query_dim, bias=False)
+        self.W_v = nn.Linear(value_dim, query_dim, bias=False)
+        self.W_o = nn.Linear(query_dim, query_dim)
+        self.output_dim = query_dim
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, T, H·d] -> [B, H, T, d]"""
+        return x.unflatten(-1, (self.num_heads, self.head_dim)).transpose(1, 2)
+
+    def _merge(self, heads: torch.Tensor) -> torch.Tensor:
+        """[B, H, T, d] -> [B, T, H·d] W^O"""
+        return self.W_o(heads.transpose(1, 2).flatten(2))
+
+
 @register_attention("multi_head")
-class MultiHeadAttention(Attention):
+class MultiHeadAttention(HeadsAttention):
     """Vaswani et al. 2017: head_h = softmax(f(q W_h^Q, K W_h^K)) V W_h^V over unmasked keys,
     output = [head_1; ...; head_H] W^O, with d = query_dim / H per head and f any score built as
     score(d, d). Weights are [B, H, Tq, Tk]. With `scaled_dot` and no weights requested it runs
@@ -290,26 +326,9 @@ class MultiHeadAttention(Attention):
         num_heads: int = 4,
         dropout: float = 0.0,
     ) -> None:
-        super().__init__(query_dim, key_dim, value_dim, score)
-        if num_heads < 1 or query_dim % num_heads:
-            raise ValueError(
-                f"multi_head needs num_heads to divide query_dim, got num_heads={num_heads}, "
-                f"query_dim={query_dim}"
-            )
-        self.num_heads = num_heads
-        self.head_dim = query_dim // num_heads
-        # no biases on W^Q, W^K, W^V as in the paper (a key bias is invisible to softmax anyway)
-        self.W_q = nn.Linear(query_dim, query_dim, bias=False)
-        self.W_k = nn.Linear(key_dim, query_dim, bias=False)
-        self.W_v = nn.Linear(value_dim, query_dim, bias=False)
-        self.W_o = nn.Linear(query_dim, query_dim)
+        super().__init__(query_dim, key_dim, value_dim, score, num_heads)
         self.score = self.make_score(score, self.head_dim, self.head_dim, num_heads)  # shared over heads
         self.dropout = nn.Dropout(dropout)
-        self.output_dim = query_dim
-
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, T, H·d] -> [B, H, T, d]"""
-        return x.unflatten(-1, (self.num_heads, self.head_dim)).transpose(1, 2)
 
     def prepare(
         self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
@@ -355,4 +374,4 @@ class MultiHeadAttention(Attention):
         else:
             weights = masked_softmax(self.score.at(q, keys, positions), mask)
             heads = self.dropout(weights) @ values
-        return self.W_o(heads.transpose(1, 2).flatten(2)), weights if need_weights else None
+        return self._merge(heads), weights if need_weights else None
