@@ -98,7 +98,8 @@ def test_default_mechanism_solves_mqar_and_predict_shows_each_recall(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
     run = tmp_path / "run"
-    budget = ["task.train_size=3000", "task.test_size=500", "trainer.max_epochs=6", *NO_HEATMAPS]
+    # one head, as Zoology: 4 heads learn it too, but the epoch of the jump varies with the seed
+    budget = ["task.train_size=3000", "task.test_size=500", "attention.num_heads=1", *NO_HEATMAPS]
     assert train(run, "task=mqar", *budget) == 0
     (record,) = results(run)
     assert record["choices"]["attention"] == "multi_head"  # the task's default mechanism

@@ -16,7 +16,7 @@ class CausalLM(nn.Module):
     """p(x_{t+1} | x_≤t) = softmax(W · LN(h_t)), h = N pre-LN blocks of causal self-attention (any
     registered mechanism that declares `causal`: the run's `attention` and `score`) over x_t's embedding
     plus its absolute position encoding (`positions`: sinusoidal | learned | none, for relative scores).
-    `ff_dim` = 0 makes the blocks attention-only."""
+    `ff_dim` = 0 (the default) makes the blocks attention-only, as Zoology's recall models."""
 
     def __init__(
         self,
@@ -24,7 +24,7 @@ class CausalLM(nn.Module):
         attention: Mechanism,
         d_model: int = 64,
         num_layers: int = 2,
-        ff_dim: int = 128,
+        ff_dim: int = 0,
         dropout: float = 0.0,
         positions: str = "sinusoidal",
         max_len: int = 512,
