@@ -67,7 +67,7 @@ class AttnxModule(pl.LightningModule):
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         logits, _ = self(batch)
         loss = self.loss(logits, batch)
-        self.count_train_batch(len(batch.src))
+        self.train_samples += len(batch.src)
         self.log_step("train/loss", loss, batch_size=len(batch.src))
         return loss
 
@@ -103,9 +103,6 @@ class AttnxModule(pl.LightningModule):
         # before backward, so the weights and last.ckpt never take a non-finite update
         if not bool(torch.isfinite(loss)):
             raise NonFiniteLoss(f"non-finite loss at step {self.global_step}")
-
-    def count_train_batch(self, batch_size: int) -> None:
-        self.train_samples += batch_size
 
     def on_train_start(self) -> None:
         self._fit_started = time.perf_counter()
