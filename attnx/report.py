@@ -221,7 +221,8 @@ def select(rows: list[Row], columns: list[str], key: str, by: str) -> list[Row]:
         held_score = None if held is None else held.mean(by)
         if held_score is None or (score < held_score if lower else score > held_score):
             best[cell] = row
-    return [row for row in rows if any(row is kept for kept in best.values())]
+    kept = {id(row) for row in best.values()}
+    return [row for row in rows if id(row) in kept]
 
 
 def results_table(columns: list[str], metrics: list[str], rows: list[Row]) -> str:
