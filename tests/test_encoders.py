@@ -2,6 +2,7 @@
 
 import pytest
 import torch
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnx.nn.attention import FixedContext, Mechanism, MultiHeadAttention
 from attnx.nn.encoders import EncoderOutput, RNNEncoder, SelfAttentionEncoder
@@ -67,6 +68,32 @@ def test_rnn_summary_is_final_state_of_each_direction() -> None:
         # forward direction ends at the last real token, backward direction at the first
         torch.testing.assert_close(out.summary[i, :12], out.states[i, n - 1, :12])
         torch.testing.assert_close(out.summary[i, 12:], out.states[i, 0, 12:])
+
+
+@pytest.mark.parametrize(
+    "cell,num_layers,bidirectional", [("gru", 2, True), ("lstm", 2, True), ("rnn", 1, False)]
+)
+def test_rnn_states_and_gradients_equal_torchs_packed_rnn(cell, num_layers, bidirectional) -> None:
+    """The per-direction whole-sequence runs are the packed module's computation, padding skipped."""
+    encoder = RNNEncoder(VOCAB, 8, 12, cell=cell, num_layers=num_layers, bidirectional=bidirectional).eval()
+    tokens, lengths = batch()
+    target = torch.randn(3, 6, encoder.output_dim)
+
+    def run(packed: bool) -> tuple[torch.Tensor, torch.Tensor, list[torch.Tensor]]:
+        encoder.zero_grad()
+        if packed:
+            x = pack_padded_sequence(encoder.embed(tokens), lengths, batch_first=True, enforce_sorted=False)
+            out, hidden = encoder.rnn(x)
+            states = pad_packed_sequence(out, batch_first=True, total_length=6)[0]
+            h_n = hidden[0] if cell == "lstm" else hidden
+            summary = h_n[-encoder.directions :].transpose(0, 1).reshape(3, -1)
+        else:
+            states, summary, _ = encoder(tokens, lengths)
+        ((states * target).sum() + summary.sum()).backward()
+        return states, summary, [p.grad.clone() for p in encoder.parameters()]
+
+    for ours, torchs in zip(run(packed=False), run(packed=True)):
+        torch.testing.assert_close(ours, torchs, atol=1e-5, rtol=1e-5)
 
 
 def test_self_attn_summaries() -> None:

@@ -6,7 +6,6 @@ from typing import ClassVar, NamedTuple
 
 import torch
 from torch import nn
-from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from attnx import registry
 from attnx.nn.attention import Mechanism
@@ -59,7 +58,14 @@ class RNNEncoder(Encoder):
     """Recurrent encoder over packed sequences (Sutskever et al. 2014; Bahdanau et al. 2015).
 
     states h_j = [→h_j; ←h_j] (zero at padding), summary = the last layer's final hidden state of
-    each direction, concatenated. Packing means padding never enters a state or the summary.
+    each direction, concatenated. Padding never enters a state or the summary: →h runs over the
+    left-aligned batch and stops mattering at each sequence's end; ←h runs over each sequence
+    reversed within its length, so it starts at its last real token.
+
+    Each direction of each layer is one whole-sequence call of torch's RNN kernel with the module's
+    own weights. Packed sequences would skip the padding, but torch's packed kernel slices its input
+    gates step by step, and the backward of each slice zero-fills a copy of all of them: O(T²)
+    memory traffic, a quarter of the default seq2seq training step (benchmarks/README.md §9).
     """
 
     def __init__(
@@ -88,14 +94,41 @@ class RNNEncoder(Encoder):
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> EncoderOutput:
         x = self.dropout(self.embed(tokens))
-        packed = pack_padded_sequence(x, lengths.cpu(), batch_first=True, enforce_sorted=False)
-        out, hidden = self.rnn(packed)
-        states, _ = pad_packed_sequence(out, batch_first=True, total_length=tokens.size(1))
-        h_n = hidden[0] if isinstance(hidden, tuple) else hidden  # LSTM returns (h_n, c_n)
-        # h_n is [layers·directions, B, H]; the last `directions` rows belong to the top layer.
-        summary = h_n[-self.directions :].transpose(0, 1).reshape(tokens.size(0), self.output_dim)
         mask = length_mask(lengths, tokens.size(1))
-        return EncoderOutput(self.dropout(states), self.dropout(summary), mask)
+        reverse = reversal(lengths, tokens.size(1))
+        finals = []
+        for layer in range(self.rnn.num_layers):
+            if layer > 0:
+                x = nn.functional.dropout(x, self.rnn.dropout, self.training)
+            outputs, finals = [], []
+            for direction in range(self.directions):
+                inputs = x if direction == 0 else x.gather(1, reverse.expand(-1, -1, x.size(-1)))
+                out = self._run(inputs, layer, direction)
+                finals.append(out.gather(1, (lengths - 1).view(-1, 1, 1).expand(-1, 1, out.size(-1)))[:, 0])
+                outputs.append(out if direction == 0 else out.gather(1, reverse.expand(-1, -1, out.size(-1))))
+            x = torch.cat(outputs, dim=-1) * mask[..., None]
+        summary = torch.cat(finals, dim=-1)
+        return EncoderOutput(self.dropout(x), self.dropout(summary), mask)
+
+    def _run(self, x: torch.Tensor, layer: int, direction: int) -> torch.Tensor:
+        """One layer and direction of `self.rnn` over x [B, T, ·] from a zero state -> outputs [B, T, H]."""
+        suffix = f"_l{layer}" + ("_reverse" if direction else "")
+        weights = [
+            getattr(self.rnn, f"{name}{suffix}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
+        ]
+        h0 = x.new_zeros(1, x.size(0), self.rnn.hidden_size)
+        if isinstance(self.rnn, nn.LSTM):
+            return torch._VF.lstm(x, (h0, h0), weights, True, 1, 0.0, self.training, False, True)[0]
+        kernel = torch._VF.gru if isinstance(self.rnn, nn.GRU) else torch._VF.rnn_tanh
+        return kernel(x, h0, weights, True, 1, 0.0, self.training, False, True)[0]
+
+
+def reversal(lengths: torch.Tensor, width: int) -> torch.Tensor:
+    """[B, width, 1] gather index that reverses each row's first `lengths` positions (and keeps the
+    padding after them): its own inverse."""
+    steps = torch.arange(width, device=lengths.device)
+    index = torch.where(steps < lengths[:, None], lengths[:, None] - 1 - steps, steps)
+    return index[..., None]
 
 
 @register_encoder("self_attn")
