@@ -7,6 +7,7 @@ from attnx import registry
 from attnx.nn.attention import LuongAttention, Mechanism
 from attnx.nn.decoders import RNNDecoder
 from attnx.nn.encoders import EncoderOutput
+from attnx.vocab import BOS, EOS, PAD
 
 VOCAB, EMBED, HIDDEN, ENC = 11, 6, 8, 10
 LENGTHS = torch.tensor([5, 2, 4])
@@ -150,3 +151,49 @@ def test_gradients_reach_every_decoder_parameter(name, hp, placement, parallel) 
     logits, _ = dec(encoded(), torch.randint(1, VOCAB, (3, 4)))
     logits.sum().backward()
     assert [n for n, p in dec.named_parameters() if p.grad is None or p.grad.abs().sum() == 0] == []
+
+
+def targets_with_eos(lengths: list[int], width: int) -> torch.Tensor:
+    """Teacher-forcing inputs BOS y_1..y_n EOS PAD.. of n = lengths tokens, cut to `width` columns."""
+    rows = []
+    for n in lengths:
+        row = [BOS, *torch.randint(4, VOCAB, (n,)).tolist(), EOS]
+        rows.append((row + [PAD] * width)[:width])
+    return torch.tensor(rows)
+
+
+@pytest.mark.parametrize("cell,num_layers", [("gru", 2), ("lstm", 1), ("rnn", 2)])
+@pytest.mark.parametrize(
+    ("name", "hp"), [("additive", {}), ("dot", {"input_feeding": True})], ids=["before", "feed"]
+)
+def test_hoisted_teacher_forcing_has_the_step_loops_logits_and_gradients(
+    name, hp, cell, num_layers, monkeypatch
+) -> None:
+    """The recurrent placements teacher-force without the RNN module's per-step call (the embedding
+    part of the input gates is hoisted out of the loop), and without weights only on the positions
+    whose target goes on: logits and gradients equal the step loop's there, and are 0 elsewhere."""
+    dec = decoder(name, hp, cell, num_layers)
+    enc, tgt_in = encoded(), targets_with_eos([2, 6, 4], 7)
+    goes_on = (tgt_in != PAD) & (tgt_in != EOS)
+    target = torch.randn(3, 7, VOCAB) * goes_on[..., None]
+
+    def run(forward) -> tuple[torch.Tensor, list[torch.Tensor]]:
+        dec.zero_grad()
+        logits = forward()[0]
+        (logits * target).sum().backward()
+        return logits, [p.grad.clone() for p in dec.parameters()]
+
+    stepped, stepped_grads = run(lambda: step_loop(dec, enc, tgt_in))
+    calls = []
+    original = dec.rnn.forward
+    monkeypatch.setattr(dec.rnn, "forward", lambda *args: calls.append(1) or original(*args))
+    for need_weights in (True, False):
+        logits, grads = run(lambda w=need_weights: dec(enc, tgt_in, need_weights=w))
+        assert calls == []
+        torch.testing.assert_close(logits[goes_on], stepped[goes_on], atol=1e-5, rtol=1e-5)
+        if need_weights:
+            torch.testing.assert_close(logits, stepped, atol=1e-5, rtol=1e-5)
+        else:
+            assert (logits[~goes_on] == 0).all()
+        for a, b in zip(grads, stepped_grads):
+            torch.testing.assert_close(a, b, atol=1e-5, rtol=1e-5)

@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any, ClassVar, NamedTuple, Protocol
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from attnx.nn.attention import PLACEMENTS, Mechanism
@@ -29,7 +30,7 @@ from attnx.nn.encoders import EncoderOutput, default_mechanism, rnn_class
 from attnx.nn.positions import AbsolutePositions, Positions
 from attnx.nn.transformer import DecoderBlock, KVCache
 from attnx.registry import Slot, register_decoder
-from attnx.vocab import PAD
+from attnx.vocab import EOS, PAD
 
 Hidden = torch.Tensor | tuple[torch.Tensor, torch.Tensor]  # [L, B, H], or (h, c) for an LSTM
 
@@ -125,7 +126,7 @@ class RNNDecoder(Decoder):
             self.placement == "after" and not self.input_feeding
         )
         self.vocab_size, self.hidden_dim, self.num_layers = vocab_size, hidden_dim, num_layers
-        self.is_lstm = cell == "lstm"
+        self.cell, self.is_lstm = cell, cell == "lstm"
         context_dim = 0 if self.placement == "none" else attention.output_dim
         extra_input = {"fixed_c": context_dim, "before": context_dim}.get(self.placement, 0)
         if self.input_feeding:
@@ -209,18 +210,136 @@ class RNNDecoder(Decoder):
         self, enc: EncoderOutput, tgt_in: torch.Tensor, need_weights: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher forcing: tgt_in [B, U] -> (logits [B, U, V], weights [B, (H,) U, Tk] or None)."""
-        state = self.init_state(enc)
         if self.parallel:
-            logits, _, weights = self._advance(tgt_in, state, need_weights)
+            logits, _, weights = self._advance(tgt_in, self.init_state(enc), need_weights)
             return logits, weights
-        logits, weights = [], []
-        for t in range(tgt_in.size(1)):
-            logits_t, state, weights_t = self._advance(tgt_in[:, t : t + 1], state, need_weights)
-            logits.append(logits_t)
-            weights.append(weights_t)
+        return self._teacher_forced(enc, tgt_in, need_weights)
+
+    def _teacher_forced(
+        self, enc: EncoderOutput, tgt_in: torch.Tensor, need_weights: bool
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`step` over a known target, doing per step only what depends on the recurrence.
+
+        - The first layer's input gates are W_ih [e_t; c_t] + b_ih = (W_e e_t + b_ih) + W_c c_t: the
+          embedding part is one matmul over all U steps before the loop, and only W_c c_t (c_t the
+          context, or o_{t-1} under input feeding) runs per step.
+        - The output layer, tanh(W_o[s_t; c_t]) and W_out, runs once after the loop unless input
+          feeding needs o_t inside it.
+        - Without weights to return, rows run longest first and each step only on the rows whose
+          target goes on (input neither PAD nor EOS): a batch costs its tokens, not its padding. The
+          logits of the other positions are 0; their targets are PAD, which the loss ignores.
+
+        Equal to the step loop (`step`) within float rounding (tests/test_decoders.py).
+        """
+        batch, width = tgt_in.shape
+        steps = ((tgt_in != PAD) & (tgt_in != EOS)).sum(1)
+        if need_weights:  # every position, as the step loop gives them
+            steps = torch.full_like(steps, width)
+        order = steps.argsort(descending=True, stable=True)
+        enc = EncoderOutput(*(t.index_select(0, order) for t in enc))
+        active = (steps.index_select(0, order)[None] > torch.arange(width, device=steps.device)[:, None]).sum(
+            1
+        )
+        state = self.init_state(enc)
+        x = self.dropout(self.embed(tgt_in.index_select(0, order)))
+        embed_dim = x.size(-1)
+        w_ih, b_ih = self.rnn.weight_ih_l0, self.rnn.bias_ih_l0
+        # unbind, not [:, t]: one backward node for all steps, where indexing's backward would
+        # write each step's gradient into a zeroed copy of the whole [B, U, gates·H] tensor
+        input_gates = F.linear(x, w_ih[:, :embed_dim], b_ih).unbind(1)
+        w_extra = w_ih[:, embed_dim:]
+        layers = self._layer_states(state.hidden)
+        feed, memory, rows = state.feed, state.memory, batch
+        states, contexts, outputs, weights = [], [], [], []
+        for t, n in enumerate(active):
+            if n < rows:  # rows are sorted longest first: the ones still going are a prefix
+                rows, memory = n, first_rows(state.memory, n)
+                layers, feed = first_rows(layers, n), first_rows(feed, n)
+            if n == 0:
+                break
+            if self.placement == "before":
+                top = layers[-1][0] if self.is_lstm else layers[-1]
+                context, w = self.attention.attend(top[:, None], memory, need_weights)
+                extra = context
+            else:
+                extra = feed
+            layers = self._recur(input_gates[t][:n] + F.linear(extra[:, 0], w_extra), layers)
+            s = (layers[-1][0] if self.is_lstm else layers[-1])[:, None]
+            if self.placement == "after":
+                context, w = self.attention.attend(s, memory, need_weights)
+                feed = torch.tanh(self.combine(torch.cat([s, context], dim=-1)))
+                outputs.append(feed[:, 0])
+            states.append(s[:, 0])
+            contexts.append(context[:, 0])
+            weights.append(w)
+        if outputs:
+            o = torch.cat(outputs)
+        else:
+            o = torch.tanh(self.combine(torch.cat([torch.cat(states), torch.cat(contexts)], dim=-1)))
+        # o holds the active positions step by step; place them at (row in the batch, step)
+        positions = torch.cat([order[:n] * width + t for t, n in enumerate(active) if n])
+        logits = o.new_zeros(batch * width, self.vocab_size).index_copy(
+            0, positions, self.out(self.dropout(o))
+        )
         if weights[0] is None:
-            return torch.cat(logits, dim=1), None
-        return torch.cat(logits, dim=1), torch.cat(weights, dim=-2)
+            return logits.view(batch, width, -1), None
+        return logits.view(batch, width, -1), torch.cat(weights, dim=-2).index_select(0, order.argsort())
+
+    def _layer_states(self, hidden: Hidden) -> list[Any]:
+        """[L, B, H] (or an LSTM's (h, c)) -> one entry per layer: h [B, H], or (h, c)."""
+        if self.is_lstm:
+            return list(zip(hidden[0].unbind(0), hidden[1].unbind(0)))
+        return list(hidden.unbind(0))
+
+    def _recur(self, input_gates: torch.Tensor, layers: list[Any]) -> list[Any]:
+        """One step of the stacked cell from the first layer's input gates [B, gates·H]; upper layers
+        take the layer below's h (dropped out between layers in training, as torch's RNNs do)."""
+        new = []
+        for k, previous in enumerate(layers):
+            if k > 0:
+                below = new[-1][0] if self.is_lstm else new[-1]
+                below = F.dropout(below, self.rnn.dropout, self.training)
+                input_gates = F.linear(
+                    below, getattr(self.rnn, f"weight_ih_l{k}"), getattr(self.rnn, f"bias_ih_l{k}")
+                )
+            hidden_gates = F.linear(
+                previous[0] if self.is_lstm else previous,
+                getattr(self.rnn, f"weight_hh_l{k}"),
+                getattr(self.rnn, f"bias_hh_l{k}"),
+            )
+            new.append(cell_update(self.cell, input_gates, hidden_gates, previous))
+        return new
+
+
+def cell_update(cell: str, gi: torch.Tensor, gh: torch.Tensor, previous: Any) -> Any:
+    """A recurrent cell's new state from its input gates gi = W_i x + b_i and hidden gates
+    gh = W_h h + b_h, in torch's gate order:
+
+      gru   r = σ(gi_r + gh_r), z = σ(gi_z + gh_z), n = tanh(gi_n + r ⊙ gh_n), h' = (1 − z) ⊙ n + z ⊙ h
+      lstm  i, f, g, o = σ, σ, tanh, σ of (gi + gh); c' = f ⊙ c + i ⊙ g, h' = o ⊙ tanh(c')
+      rnn   h' = tanh(gi + gh)
+    """
+    if cell == "gru":
+        i_r, i_z, i_n = gi.chunk(3, dim=-1)
+        h_r, h_z, h_n = gh.chunk(3, dim=-1)
+        r, z = torch.sigmoid(i_r + h_r), torch.sigmoid(i_z + h_z)
+        n = torch.tanh(i_n + r * h_n)
+        return n + z * (previous - n)
+    if cell == "lstm":
+        i, f, g, o = (gi + gh).chunk(4, dim=-1)
+        c = torch.sigmoid(f) * previous[1] + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+    return torch.tanh(gi + gh)
+
+
+def first_rows(value: Any, n: int) -> Any:
+    """The first n rows of every tensor in a (nested) tuple or list of batch-first tensors."""
+    if isinstance(value, torch.Tensor):
+        return value[:n]
+    if isinstance(value, (tuple, list)):
+        parts = [first_rows(v, n) for v in value]
+        return type(value)(*parts) if hasattr(value, "_fields") else type(value)(parts)
+    return value
 
 
 class TransformerState(NamedTuple):
