@@ -118,6 +118,7 @@ class TrainConfig:
     paths: Any = MISSING
     seed: int = MISSING
     threads: int = MISSING
+    bucketing: bool = MISSING
     compile: bool = MISSING
     resume: Optional[str] = MISSING  # noqa: UP045 - OmegaConf needs typing.Optional
     ckpt_path: Optional[str] = MISSING  # noqa: UP045

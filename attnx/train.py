@@ -265,7 +265,7 @@ def _fit(
     from attnx.lit.datamodule import TaskDataModule
     from attnx.track.loggers import start_logging
 
-    data = TaskDataModule(task)
+    data = TaskDataModule(task, cfg.bucketing)
     folder = checkpoint_dir(cfg)
     check_writable(folder)
     ckpt_path = cfg.ckpt_path

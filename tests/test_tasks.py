@@ -9,9 +9,10 @@ import torch
 from omegaconf import OmegaConf, ValidationError
 
 from attnx.registry import available, config_class, registry
-from attnx.tasks.base import SPLITS, Batch, Task
+from attnx.tasks.base import SPLITS, Batch, Task, padding_fraction
 from attnx.tasks.listops import OPERATORS
 from attnx.tasks.sentiment import NEGATIVE, NEGATORS, POSITIVE, polarity
+from attnx.tasks.synthetic import rows_in
 from attnx.tasks.text import TextTask
 from attnx.vocab import BOS, EOS, PAD, UNK
 
@@ -87,6 +88,42 @@ def test_shuffling_is_deterministic_and_changes_per_epoch() -> None:
     assert [torch.cat([x.src_len for x in loader]).tolist() for _ in range(2)] == [order(a, 0), order(a, 1)]
 
 
+def test_bucketing_groups_similar_lengths_and_stays_a_deterministic_shuffle() -> None:
+    task = make("reverse", min_len=1, max_len=30, train_size=3000, batch_size=10, seed=5)
+    split = task.splits["train"]
+
+    def epoch(bucketing: bool, number: int, pool: int | None = None) -> list[torch.Tensor]:
+        loader = task.dataloader("train", shuffle=True, bucketing=bucketing)
+        if pool is not None:
+            loader.sampler.POOL_BATCHES = pool
+        loader.sampler.set_epoch(number)
+        return [b.index for b in loader]
+
+    batches = epoch(True, 0)
+    assert len(batches) == 300 and sorted(torch.cat(batches).tolist()) == list(range(3000))
+    assert [b.tolist() for b in batches] == [b.tolist() for b in epoch(True, 0)]  # same seed, same epoch
+    assert [b.tolist() for b in batches] != [b.tolist() for b in epoch(True, 1)]
+    first = [int(split.src_len[b].min()) for b in batches[:20]]
+    assert first != sorted(first)  # batches are shuffled, not served shortest first
+    padding = padding_fraction(split, batches)
+    random = padding_fraction(split, epoch(False, 0))
+    assert random["tgt"] > 0.3 and padding["tgt"] < 0.05 and padding["src"] < 0.05
+    assert padding_fraction(split, epoch(True, 0, pool=1)) == pytest.approx(
+        random, abs=0.05
+    )  # no pool, no gain
+
+    evaluation = [b.index for b in task.dataloader("val", bucketing=True)]
+    lengths = torch.cat([task.splits["val"].length_key()[b] for b in evaluation])
+    assert torch.equal(lengths, lengths.sort().values) and len(lengths) == len(task.splits["val"])
+
+
+def test_padding_fraction_counts_each_batch_padded_to_its_longest() -> None:
+    task = make("copy", min_len=1, max_len=8)
+    split = task.splits["train"]
+    index = torch.tensor([int((split.src_len == 2).nonzero()[0]), int((split.src_len == 8).nonzero()[0])])
+    assert padding_fraction(split, [index]) == pytest.approx({"src": 6 / 16, "tgt": 6 / 20})  # tgt: +BOS, EOS
+
+
 def test_copy_reverse_sort_targets() -> None:
     for name, expected in (
         ("copy", list),
@@ -115,6 +152,12 @@ def test_test_split_has_its_own_length_range() -> None:
         lengths = task.splits[split].src_len
         assert int(lengths.min()) >= low and int(lengths.max()) <= high
     assert set(task.splits["test"].src_len.tolist()) == {8, 9, 10}
+    like_test = make("reverse", min_len=3, max_len=5, test_min_len=8, test_max_len=10, val_like_test=True)
+    assert set(like_test.splits["val"].src_len.tolist()) == {8, 9, 10}
+    assert torch.equal(like_test.splits["train"].src, task.splits["train"].src)
+    assert not rows_in(like_test.splits["test"].src, like_test.splits["val"].src).any()
+    mqar = make("mqar", seq_len=16, num_kv_pairs=2, test_seq_len=32, test_num_kv_pairs=4, val_like_test=True)
+    assert mqar.splits["val"].src.shape[1] == mqar.splits["test"].src.shape[1] == 32
 
 
 def evaluate_listops(tokens: list[str]) -> int:
@@ -257,8 +300,8 @@ def test_exhausted_sequence_space_is_a_clear_error() -> None:
 @pytest.mark.parametrize(
     ("name", "fields"),
     [
-        ("reverse", ["vocab_size", "min_len", "max_len", "test_min_len", "test_max_len"]),
-        ("addition", ["min_digits", "max_digits", "test_min_digits", "test_max_digits"]),
+        ("reverse", ["vocab_size", "min_len", "max_len", "test_min_len", "test_max_len", "val_like_test"]),
+        ("addition", ["min_digits", "max_digits", "test_min_digits", "test_max_digits", "val_like_test"]),
         ("sentiment", ["min_len", "max_len", "num_classes"]),
         ("listops", ["min_len", "max_len", "max_depth", "max_args"]),
     ],

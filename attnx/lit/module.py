@@ -64,9 +64,13 @@ class AttnxModule(pl.LightningModule):
         """The training objective of the model's output for a batch."""
         raise NotImplementedError
 
+    def train_loss(self, logits: torch.Tensor, batch: Any) -> torch.Tensor:
+        """The objective minimised in training: `loss` unless a module weighs batches differently."""
+        return self.loss(logits, batch)
+
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         logits, _ = self(batch)
-        loss = self.loss(logits, batch)
+        loss = self.train_loss(logits, batch)
         self.train_samples += len(batch.src)
         self.log_step("train/loss", loss, batch_size=len(batch.src))
         return loss

@@ -40,6 +40,7 @@ class Seq2SeqModule(AttnxModule):
         text = self.task.text_metrics()
         self.val_text = MetricCollection(text, prefix="val/", compute_groups=False) if text else None
         self.test_text = self.val_text.clone(prefix="test/") if text else None
+        self.target_tokens: float | None = None  # set by on_fit_start, for train_loss
 
     def forward(self, batch: Batch, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher-forced logits [B, U, V] for targets tgt[:, 1:] given tgt[:, :-1].
@@ -48,7 +49,25 @@ class Seq2SeqModule(AttnxModule):
         return self.model(batch.src, batch.src_len, batch.tgt[:, :-1], need_weights=need_weights)
 
     def loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Cross-entropy per target token (what val/test log, and perplexity exponentiates)."""
         return F.cross_entropy(logits.flatten(0, 1), batch.tgt[:, 1:].flatten(), ignore_index=PAD)
+
+    def on_fit_start(self) -> None:
+        task = getattr(self.trainer.datamodule, "task", None)
+        self.target_tokens = float((task.splits["train"].tgt_len - 1).double().mean()) if task else None
+
+    def train_loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
+        """Cross-entropy summed over the batch's target tokens / (B · the training split's mean target
+        tokens per example): every token weighs the same in every batch, and the value is the
+        per-token loss in expectation. The per-token mean of each batch (`loss`) weighs a token by
+        1 / its batch's token count, so bucketed batches of short targets would count as much as
+        batches of long ones, and long targets would train less (benchmarks/README.md §9)."""
+        if self.target_tokens is None:  # plain dataloaders: no split to take the mean from
+            return self.loss(logits, batch)
+        total = F.cross_entropy(
+            logits.flatten(0, 1), batch.tgt[:, 1:].flatten(), ignore_index=PAD, reduction="sum"
+        )
+        return total / (len(batch.src) * self.target_tokens)
 
     def decode(self, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:
         """Output token ids [B, L] by the configured decoder (greedy or beam search)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, ClassVar, NamedTuple
 
@@ -44,6 +44,12 @@ class PaddedSplit(Dataset):
     def __len__(self) -> int:
         return self.src.shape[0]
 
+    def length_key(self) -> Tensor:
+        """[N] what bucketing sorts by: target length (the decoder's steps), then source length."""
+        if self.tgt_len is None:
+            return self.src_len
+        return self.tgt_len * (int(self.src_len.max()) + 1) + self.src_len
+
     def __getitem__(self, index: Tensor) -> Batch:
         src_len = self.src_len[index]
         src = self.src[index, : int(src_len.max())]
@@ -55,12 +61,22 @@ class PaddedSplit(Dataset):
 class IndexBatchSampler(Sampler[Tensor]):
     """Yields tensors of example indices, one per batch (the DataLoader's collation is then a slice).
 
-    A shuffled order depends only on (seed, epoch), so resuming at an epoch boundary replays the
-    same batches. Lightning calls `set_epoch` before each epoch; used bare, each pass advances it.
+    Without `lengths`, batches are uniformly random (shuffle) or in split order. With `lengths`,
+    batches hold examples of similar length, so less of each batch is padding (the bucketing of
+    Joey NMT and torchtext's BucketIterator): training shuffles the examples, sorts each pool of
+    `POOL_BATCHES` batches by length, cuts it into batches and shuffles the batches; evaluation
+    sorts the whole split. A shuffled order depends only on (seed, epoch), so resuming at an epoch
+    boundary replays the same batches. Lightning calls `set_epoch` before each epoch; used bare,
+    each pass advances it.
     """
 
-    def __init__(self, size: int, batch_size: int, shuffle: bool, seed: int) -> None:
+    POOL_BATCHES = 100  # a pool sorts this many batches' examples: larger = less padding, less mixing
+
+    def __init__(
+        self, size: int, batch_size: int, shuffle: bool, seed: int, lengths: Tensor | None = None
+    ) -> None:
         self.size, self.batch_size, self.shuffle, self.seed = size, batch_size, shuffle, seed
+        self.lengths = lengths
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
@@ -70,13 +86,34 @@ class IndexBatchSampler(Sampler[Tensor]):
         return math.ceil(self.size / self.batch_size)
 
     def __iter__(self) -> Iterator[Tensor]:
-        if self.shuffle:
-            generator = torch.Generator().manual_seed(derive_seed(self.seed, "shuffle", self.epoch))
-            order = torch.randperm(self.size, generator=generator)
-            self.epoch += 1
-        else:
-            order = torch.arange(self.size)
-        yield from order.split(self.batch_size)
+        if not self.shuffle:
+            order = torch.arange(self.size) if self.lengths is None else self.lengths.argsort(stable=True)
+            yield from order.split(self.batch_size)
+            return
+        generator = torch.Generator().manual_seed(derive_seed(self.seed, "shuffle", self.epoch))
+        self.epoch += 1
+        order = torch.randperm(self.size, generator=generator)
+        if self.lengths is None:
+            yield from order.split(self.batch_size)
+            return
+        batches = []
+        for pool in order.split(self.batch_size * self.POOL_BATCHES):
+            batches += pool[self.lengths[pool].argsort(stable=True)].split(self.batch_size)
+        for i in torch.randperm(len(batches), generator=generator).tolist():
+            yield batches[i]
+
+
+def padding_fraction(split: PaddedSplit, batches: Iterable[Tensor]) -> dict[str, float]:
+    """The share of padding in the batches' `src` and `tgt` tensors (each batch padded to its longest)."""
+    padded = {"src": 0, "tgt": 0}
+    real = {"src": 0, "tgt": 0}
+    for index in batches:
+        for name, lengths in (("src", split.src_len), ("tgt", split.tgt_len)):
+            if lengths is not None:
+                batch = lengths[index]
+                padded[name] += len(batch) * int(batch.max())
+                real[name] += int(batch.sum())
+    return {name: 1 - real[name] / padded[name] for name in padded if padded[name]}
 
 
 def derive_seed(seed: int, stream: str, index: int = 0) -> int:
@@ -143,14 +180,18 @@ class Task:
         """A torch generator for one named random stream of this task's seed (e.g. one per split)."""
         return torch.Generator().manual_seed(derive_seed(self.seed, stream))
 
-    def dataloader(self, split: str, shuffle: bool = False, batch_size: int | None = None) -> DataLoader:
-        """Batches of one split; no workers: slicing in-memory tensors beats inter-process copies.
-        Pinned on a CUDA machine, so the host-to-GPU copy can overlap compute (non_blocking)."""
+    def dataloader(
+        self, split: str, shuffle: bool = False, batch_size: int | None = None, bucketing: bool = False
+    ) -> DataLoader:
+        """Batches of one split, of similar lengths with `bucketing` (`IndexBatchSampler`). No workers:
+        slicing in-memory tensors beats inter-process copies. Pinned on a CUDA machine, so the
+        host-to-GPU copy can overlap compute (non_blocking)."""
         if split not in SPLITS:
             raise ValueError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
         self.setup()
         data = self.splits[split]
-        sampler = IndexBatchSampler(len(data), batch_size or self.batch_size, shuffle, self.seed)
+        lengths = data.length_key() if bucketing else None
+        sampler = IndexBatchSampler(len(data), batch_size or self.batch_size, shuffle, self.seed, lengths)
         pin = torch.cuda.is_available()
         return DataLoader(data, sampler=sampler, batch_size=None, collate_fn=_as_is, pin_memory=pin)
 

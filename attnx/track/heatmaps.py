@@ -16,6 +16,7 @@ from collections import defaultdict
 from pathlib import Path
 
 import lightning.pytorch as pl
+import torch
 from lightning.pytorch.callbacks import Callback
 from lightning.pytorch.loggers import TensorBoardLogger, WandbLogger
 from lightning.pytorch.trainer.states import TrainerFn
@@ -129,11 +130,11 @@ class AttentionHeatmaps(Callback):
             publish(trainer, f"{stage}/attention/{kind}", items)
 
     def examples(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> Batch:
-        """The first `num_examples` of the validation split, on the module's device; the same every time."""
+        """The first `num_examples` of the validation split, on the module's device; the same every time
+        (taken from the split, not the loader, whose batches bucketing orders by length)."""
         if self._examples is None:
-            batch = next(iter(trainer.datamodule.val_dataloader()))
-            first = Batch(*(None if t is None else t[: self.num_examples] for t in batch))
-            self._examples = first._replace(src=first.src[:, : int(first.src_len.max())])
+            split = trainer.datamodule.task.splits["val"]
+            self._examples = split[torch.arange(min(self.num_examples, len(split)))]
         return Batch(*(None if t is None else t.to(pl_module.device) for t in self._examples))
 
 
