@@ -7,7 +7,8 @@ probability ∝ α·g^(α−1) over g = 1..(seq_len − 2·pairs)/2 (α = `alpha
 over short and long distances). The target at a query is the value paired with its key, the token a
 model should predict next; no other position has a target. Every other position is filler: a uniform
 random token (Zoology's `random_non_queries`). A harder test split takes `test_seq_len` and
-`test_num_kv_pairs`. Splits come from the seed alone and never share a sequence.
+`test_num_kv_pairs` (`val_like_test` draws val like it). Splits come from the seed alone and never share
+a sequence.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class MQARTask(Task):
         alpha: float = 0.01,
         test_seq_len: int | None = None,
         test_num_kv_pairs: int | None = None,
+        val_like_test: bool = False,
         train_size: int = 4000,
         val_size: int = 500,
         test_size: int = 1000,
@@ -72,8 +74,8 @@ class MQARTask(Task):
                 f"vocab_size={vocab_size})",
             )
         self.vocab_size, self.alpha = vocab_size, alpha
-        self.shapes = {"train": (seq_len, num_kv_pairs), "val": (seq_len, num_kv_pairs)}
-        self.shapes["test"] = (test_seq_len, test_num_kv_pairs)
+        self.shapes = {"train": (seq_len, num_kv_pairs), "test": (test_seq_len, test_num_kv_pairs)}
+        self.shapes["val"] = self.shapes["test" if val_like_test else "train"]
         self.sizes = dict(zip(SPLITS, (train_size, val_size, test_size)))
         self.src_vocab = Vocab(str(t) for t in range(vocab_size))
 

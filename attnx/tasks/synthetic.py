@@ -2,7 +2,9 @@
 
 Train and val draw lengths from [min_len, max_len]; test from [test_min_len, test_max_len], so
 training on 5-20 and testing on 20-40 measures length generalisation (Bahdanau et al. 2015 show
-fixed-context models degrade with length). Val and test never repeat a source of an earlier split.
+fixed-context models degrade with length). `val_like_test` draws val from the test lengths instead,
+so that checkpoint selection and early stopping follow what the test measures. Val and test never
+repeat a source of an earlier split.
 """
 
 from __future__ import annotations
@@ -66,6 +68,7 @@ class SyntheticSeq2Seq(Task):
         lengths: tuple[int, int],
         test_lengths: tuple[int | None, int | None],
         sizes: tuple[int, int, int],
+        val_like_test: bool,
         batch_size: int,
         seed: int,
     ) -> None:
@@ -75,7 +78,11 @@ class SyntheticSeq2Seq(Task):
         check_lengths(f"min_{unit}", lengths[0], f"max_{unit}", lengths[1])
         check_lengths(f"test_min_{unit}", test_lengths[0], f"test_max_{unit}", test_lengths[1])
         self.sizes = dict(zip(SPLITS, sizes))
-        self.ranges = {"train": lengths, "val": lengths, "test": test_lengths}
+        self.ranges = {
+            "train": lengths,
+            "val": test_lengths if val_like_test else lengths,
+            "test": test_lengths,
+        }
 
     def sample(self, n: int, min_len: int, max_len: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """`n` random sources: (PAD-padded ids [n, W] with W fixed by max_len, lengths [n])."""
@@ -125,6 +132,7 @@ class SymbolSequenceTask(SyntheticSeq2Seq):
         max_len: int = 10,
         test_min_len: int | None = None,
         test_max_len: int | None = None,
+        val_like_test: bool = False,
         train_size: int = 5000,
         val_size: int = 500,
         test_size: int = 500,
@@ -136,6 +144,7 @@ class SymbolSequenceTask(SyntheticSeq2Seq):
             (min_len, max_len),
             (test_min_len, test_max_len),
             (train_size, val_size, test_size),
+            val_like_test,
             batch_size,
             seed,
         )
@@ -189,6 +198,7 @@ class AdditionTask(SyntheticSeq2Seq):
         max_digits: int = 5,
         test_min_digits: int | None = None,
         test_max_digits: int | None = None,
+        val_like_test: bool = False,
         train_size: int = 5000,
         val_size: int = 500,
         test_size: int = 500,
@@ -200,6 +210,7 @@ class AdditionTask(SyntheticSeq2Seq):
             (min_digits, max_digits),
             (test_min_digits, test_max_digits),
             (train_size, val_size, test_size),
+            val_like_test,
             batch_size,
             seed,
         )
