@@ -189,3 +189,17 @@ def test_cfg_job_prints_the_resolved_config_fast_path() -> None:
         check=True,
     ).stdout
     assert "name: dot" in out and "input_feeding" in out and "name: reverse" in out
+
+
+def test_stop_at_ends_training_once_the_validation_metric_reaches_the_threshold(tmp_path: Path) -> None:
+    """callbacks.stop_at is Lightning's EarlyStopping(stopping_threshold): checked at every validation,
+    here every 2 of an epoch's 3 batches; never reached, it changes nothing."""
+    model = ["task=reverse", "attention=additive", *TINY_RNN, *TINY, "trainer.max_epochs=4"]
+    loss_below = ["callbacks.model_checkpoint.monitor=val/loss", "trainer.val_check_interval=2"]
+    train(tmp_path / "reached", *model, *loss_below, "callbacks.stop_at.stopping_threshold=100")
+    train(tmp_path / "never", *model, *loss_below, "callbacks.stop_at.stopping_threshold=0")
+    train(tmp_path / "bucketed", *model, "bucketing=true", "task.val_like_test=true", "task.test_max_len=12")
+    reached, never, bucketed = (results(tmp_path / name)[0] for name in ("reached", "never", "bucketed"))
+    assert reached["status"] == never["status"] == bucketed["status"] == "completed"
+    assert reached["steps"] == 2 and never["steps"] == bucketed["steps"] == 12
+    assert bucketed["config"]["task"]["val_like_test"] and bucketed["config"]["bucketing"]
