@@ -66,7 +66,7 @@ def main(argv: list[str]) -> int:
         print(f"attnx train: {error}", file=sys.stderr)
         return 2
     os.environ[sweep.PARENT] = str(os.getpid())  # a launcher's workers watch this process
-    saved, sys.argv = sys.argv, ["attnx train", *search_path_override(), *argv]  # @hydra.main reads sys.argv
+    saved, sys.argv = sys.argv, ["attnx train", *with_search_path(argv)]  # @hydra.main reads sys.argv
     try:
         _hydra_main()
     except UserError as error:
@@ -81,6 +81,15 @@ def main(argv: list[str]) -> int:
     finally:
         sys.argv = saved
     return 1 if sweep.take_failed() else 0
+
+
+def with_search_path(argv: list[str]) -> list[str]:
+    """`argv` with the user's config folders (`search_path_override`) among its overrides: right before
+    the first, or last when it has none. Hydra's argparse takes the overrides as one run of positional
+    arguments, so one put before a flag (`hydra.searchpath=[...] -m task=a,b`) left the rest unparsed."""
+    overrides = (i for i, a in enumerate(argv) if not a.startswith("-") and ("=" in a or a.startswith("~")))
+    first = next(overrides, len(argv))
+    return [*argv[:first], *search_path_override(), *argv[first:]]
 
 
 @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")

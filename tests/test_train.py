@@ -10,6 +10,7 @@ import pytest
 import torch
 from tiny import TINY, TINY_BUDGET, TINY_LM, TINY_RNN, TINY_SELF_ATTN, TINY_TRANSFORMER, results, train
 
+from attnx import config
 from attnx.cli import main as cli
 
 pytestmark = pytest.mark.e2e
@@ -203,3 +204,17 @@ def test_stop_at_ends_training_once_the_validation_metric_reaches_the_threshold(
     assert reached["status"] == never["status"] == bucketed["status"] == "completed"
     assert reached["steps"] == 2 and never["steps"] == bucketed["steps"] == 12
     assert bucketed["config"]["task"]["val_like_test"] and bucketed["config"]["bucketing"]
+
+
+def test_user_config_folders_join_the_overrides_not_the_flags(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`hydra.searchpath=[...]` goes among the overrides: put before `-m` it ended the run of positional
+    arguments argparse takes, and a sweep launched with a ./conf folder failed as "unrecognized"."""
+    from attnx.train import with_search_path
+
+    monkeypatch.setenv("ATTNX_CONFIG_PATH", str(tmp_path))
+    [searchpath] = config.search_path_override()
+    assert with_search_path(["-m", "task=a,b", "seed=1"]) == ["-m", searchpath, "task=a,b", "seed=1"]
+    assert with_search_path(["seed=1", "--cfg", "job"]) == [searchpath, "seed=1", "--cfg", "job"]
+    assert with_search_path(["--cfg", "job"]) == ["--cfg", "job", searchpath]
