@@ -237,9 +237,8 @@ class RNNDecoder(Decoder):
             steps = torch.full_like(steps, width)
         order = steps.argsort(descending=True, stable=True)
         enc = EncoderOutput(*(t.index_select(0, order) for t in enc))
-        active = (steps.index_select(0, order)[None] > torch.arange(width, device=steps.device)[:, None]).sum(
-            1
-        )
+        by_length = steps.index_select(0, order)
+        active = (by_length[None] > torch.arange(width, device=steps.device)[:, None]).sum(1).tolist()
         state = self.init_state(enc)
         x = self.dropout(self.embed(tgt_in.index_select(0, order)))
         embed_dim = x.size(-1)
