@@ -126,7 +126,8 @@ def main() -> None:
             folder.mkdir(parents=True, exist_ok=True)
             r = run([*base, *overrides, f"seed={seed}"], folder)
             records.append(r)
-            steps_per_epoch = -(-50000 // r["config"]["task"]["batch_size"])
+            task = r["config"]["task"]
+            steps_per_epoch = -(-task["train_size"] // task["batch_size"])
             m = r["metrics"]
             rows.append(
                 row(
