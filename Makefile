@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-fast lint bench data clean
+.PHONY: install run test test-fast lint bench data chromium clean
 
 install: $(STAMP)
 
@@ -40,6 +40,11 @@ data: install
 
 bench: install
 	$(BIN)/attnx bench
+
+# Debian's Chromium for the browser tests, which skip without it (as root: CI runs this in .ci/run).
+chromium:
+	command -v chromium >/dev/null || \
+	  (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null)
 
 clean:
 	rm -rf $(VENV) outputs multirun
