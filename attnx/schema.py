@@ -120,6 +120,7 @@ class TrainConfig:
     threads: int = MISSING
     bucketing: bool = MISSING
     compile: bool = MISSING
+    paired_embeddings: bool = MISSING
     resume: Optional[str] = MISSING  # noqa: UP045 - OmegaConf needs typing.Optional
     ckpt_path: Optional[str] = MISSING  # noqa: UP045
     test: bool = MISSING

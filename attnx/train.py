@@ -206,7 +206,18 @@ def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any,
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     task = registry.build("task", cfg.task)
     task.setup()
-    spec = {
+    module = lit_module(model_spec(cfg, task))
+    try:
+        trainer = _trainer(cfg, signals)
+    except (InstantiationException, MisconfigurationException) as error:  # what validate cannot see
+        raise ConfigError(f"trainer: {error.__cause__ or error}") from None
+    return task, module, trainer
+
+
+def model_spec(cfg: DictConfig, task: Any) -> dict[str, Any]:
+    """What rebuilds the model without the data (`AttnxModule`'s spec, stored in checkpoints): the
+    config sections of a composed config and the built task's vocabularies."""
+    return {
         "model_type": task.model_type,
         "task": plain(cfg.task),
         "encoder": plain(cfg.encoder) if task.model_type != "lm" else None,
@@ -218,16 +229,11 @@ def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any,
         "optim": plain(cfg.optim),
         "decode": plain(cfg.decode),
         "compile": cfg.compile,
+        "embedding_seed": cfg.seed if cfg.paired_embeddings else None,
         "src_itos": task.src_vocab.itos,
         "tgt_itos": task.tgt_vocab.itos if task.model_type == "seq2seq" else None,
         "classes": list(task.classes) if task.model_type == "classification" else None,
     }
-    module = lit_module(spec)
-    try:
-        trainer = _trainer(cfg, signals)
-    except (InstantiationException, MisconfigurationException) as error:  # what validate cannot see
-        raise ConfigError(f"trainer: {error.__cause__ or error}") from None
-    return task, module, trainer
 
 
 def _trainer(cfg: DictConfig, signals: Signals | None) -> Any:
@@ -298,6 +304,8 @@ def _fit(
     if cfg.test:
         for result in trainer.test(module, datamodule=data, ckpt_path=best, verbose=False, weights_only=True):
             metrics.update(result)
+        if hasattr(module, "by_length"):  # seq2seq: exact match against source length
+            record["by_length"] = module.by_length()
     record.update(
         status="completed",
         error=None,

@@ -71,12 +71,12 @@ def test_rows_are_configurations_with_seeds_averaged_and_failures_apart(
         ["fixed_c", "8", "2"],
         ["fixed_c", "16", "2"],
     ]
-    assert rows[0][3] == "0.950 ± 0.071" and rows[0][-3:] == ["1,008", "10.0", "500"]
+    assert rows[0][3] == "0.950 ± 0.071 [0.900, 1.000]" and rows[0][-3:] == ["1,008", "10.0", "500"]
     assert "| dot " in failed and "RuntimeError: boom" in failed and "more lines" not in failed
 
     report = (sweep / "report.md").read_text()
     assert "8/9 runs completed; 1 failed." in report and "`experiment=lengths`" in report
-    assert "best test/exact_match: 0.9500 (attention=additive, task.max_len=8)" in report
+    assert "Best test/exact_match: 0.9500 (attention=additive, task.max_len=8)" in report
     plot = sweep / "test_exact_match_vs_task.max_len.png"
     assert plot.read_bytes().startswith(b"\x89PNG") and f"]({plot.name})" in report
     with (sweep / "report.csv").open() as handle:

@@ -12,7 +12,7 @@ from hydra.utils import instantiate
 from torch import nn
 
 from attnx.lit.optim import param_groups
-from attnx.models.build import build_model
+from attnx.models.build import build_model, share_embeddings
 
 
 class NonFiniteLoss(ArithmeticError):
@@ -42,6 +42,8 @@ class AttnxModule(pl.LightningModule):
             num_classes=len(spec["classes"]) if spec.get("classes") else None,
             lm=spec.get("lm"),
         )
+        if spec.get("embedding_seed") is not None:
+            share_embeddings(self.model, spec["embedding_seed"])
         self.train_samples = 0
         self.train_seconds = 0.0
         self._fit_started = 0.0

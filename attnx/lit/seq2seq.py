@@ -17,6 +17,7 @@ from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.text import Perplexity
 
 from attnx import registry
+from attnx.lit.metrics import ByLength
 from attnx.lit.module import AttnxModule
 from attnx.tasks.base import Batch, Task
 from attnx.vocab import PAD, Vocab
@@ -34,6 +35,7 @@ class Seq2SeqModule(AttnxModule):
         )
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
+        self.test_by_length = ByLength()  # exact match per source length: results.json's by_length
         # An unbuilt task (cheap: no data) says which text metrics apply and how outputs read as text.
         self.task: Task = registry.build("task", spec["task"])
         self.tgt_vocab = Vocab(spec["tgt_itos"])
@@ -95,7 +97,10 @@ class Seq2SeqModule(AttnxModule):
         real = target != PAD
         correct = (predicted == target) & real
         metrics["token_acc"].update(correct[real].float())
-        metrics["exact_match"].update((correct.sum(1) == real.sum(1)).float())
+        exact = (correct.sum(1) == real.sum(1)).float()
+        metrics["exact_match"].update(exact)
+        if stage == "test":
+            self.test_by_length.update(batch.src_len, exact)
         self.log_dict(metrics, batch_size=size, prog_bar=stage == "val")
 
         text_metrics = self.val_text if stage == "val" else self.test_text
@@ -103,6 +108,10 @@ class Seq2SeqModule(AttnxModule):
             hypotheses = [self.task.detokenize(self.tgt_vocab.decode(row)) for row in decoded.tolist()]
             text_metrics.update(hypotheses, self.references(batch, stage))
             self.log_dict(text_metrics, batch_size=size)
+
+    def by_length(self) -> dict[str, dict[int, float]]:
+        """The test split's exact match at each source length (after `trainer.test`)."""
+        return {"test/exact_match": self.test_by_length.compute()}
 
     def references(self, batch: Batch, stage: str) -> list[list[str]]:
         """The batch's references from the trainer's task; without a datamodule (plain dataloaders)

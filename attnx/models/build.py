@@ -9,10 +9,12 @@ config validation (before any data is built) and for model assembly alike.
 from __future__ import annotations
 
 import dataclasses
+import zlib
 from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
+import torch
 from torch import nn
 
 from attnx import registry
@@ -180,3 +182,17 @@ def build_model(
         cross_attention=cross,
     )
     return Seq2Seq(enc, dec)
+
+
+def share_embeddings(model: nn.Module, seed: int) -> None:
+    """Redraw every embedding table of `model` from a generator of its own, seeded by `seed` and the
+    table's name in the model, from nn.Embedding's own N(0, 1) with the padding row zero. Models that
+    differ only in their mechanism then start from the same embeddings whenever the shapes agree: the
+    global stream's draws before a table depend on every parameter built before it."""
+    for name, module in model.named_modules():
+        if isinstance(module, nn.Embedding):
+            generator = torch.Generator().manual_seed(seed * 1_000_003 + zlib.crc32(name.encode()))
+            with torch.no_grad():
+                module.weight.copy_(torch.randn(module.weight.shape, generator=generator))
+                if module.padding_idx is not None:
+                    module.weight[module.padding_idx].zero_()
