@@ -49,5 +49,6 @@ def page() -> Iterator[Any]:
 def broken_images(page: Any) -> list[str]:
     """The sources of the page's images that did not load (a decoded image has a natural width)."""
     return page.evaluate(
-        "Array.from(document.images).filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src.slice(0, 80))"
+        "Array.from(document.images)"
+        ".filter(i => !(i.complete && i.naturalWidth > 0)).map(i => i.src.slice(0, 80))"
     )

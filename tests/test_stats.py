@@ -40,7 +40,7 @@ def test_many_seeds_use_the_signed_rank_test() -> None:
 
 
 def test_holm_matches_a_hand_worked_example() -> None:
-    # sorted 0.01, 0.02, 0.03, 0.04 times 4, 3, 2, 1 -> 0.04, 0.06, 0.06, 0.04 -> monotone: 0.04, 0.06, 0.06, 0.06
+    # sorted 0.01, 0.02, 0.03, 0.04 times 4, 3, 2, 1: 0.04, 0.06, 0.06, 0.04; made monotone: 0.04, 0.06 (x3)
     assert stats.holm([0.03, 0.01, 0.04, 0.02]) == pytest.approx([0.06, 0.04, 0.06, 0.06])
     assert stats.holm([0.5, None, 0.9]) == [pytest.approx(1.0), None, pytest.approx(1.0)]  # capped at 1
     assert stats.holm([0.001]) == [pytest.approx(0.001)]
