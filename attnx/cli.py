@@ -18,6 +18,10 @@ COMMANDS = {
     ),
     "predict": ("attnx.predict", "decode or classify an input with a checkpoint: ckpt=PATH input='...'"),
     "report": ("attnx.report", "tabulate and plot every results.json under a (multi)run folder"),
+    "compare": (
+        "attnx.compare",
+        "a candidate mechanism or score against the classic five on a suite of tasks: attention=NAME",
+    ),
     "bench": ("attnx.bench", "time, memory and FLOPs of attention mechanisms vs sequence length"),
     "plugins": (
         "attnx.plugins",

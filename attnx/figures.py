@@ -178,7 +178,9 @@ def pareto_plot(
                 zorder=3,
             )
             ax.annotate(label, (cost, quality), fontsize=7, xytext=(4, 3), textcoords="offset points")
-        ax.set_xscale("log")
+        costs = [cost for _, cost, _ in placed]
+        if min(costs) > 0 and max(costs) / min(costs) >= 10:  # costs spanning decades read on a log axis
+            ax.set_xscale("log")
         ax.set_xlabel(unit)
         ax.grid(alpha=0.3, which="both")
     axes[0].set_ylabel(metric)

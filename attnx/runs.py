@@ -87,8 +87,11 @@ def _parsed(items: tuple[str, ...]) -> dict[str, Any]:
 
 
 def value(run: dict[str, Any], key: str) -> Any:
-    """A column's value: the resolved choice (task/encoder/attention/score), else the resolved config
-    entry, else the override as written (a config group such as `logger=many`, or `experiment=x`)."""
+    """A column's value: a label the caller attached to the record in memory (`labels`: attnx compare's
+    suite task and mechanism), else the resolved choice (task/encoder/attention/score), else the resolved
+    config entry, else the override as written (a config group such as `logger=many`, or `experiment=x`)."""
+    if key in run.get("labels", {}):
+        return run["labels"][key]
     if key in CHOICES:
         return run.get("choices", {}).get(key)
     node: Any = run.get("config", {})

@@ -128,12 +128,58 @@ class TrainConfig:
     decode: DecodeConfig = MISSING
 
 
+@dataclass
+class SuiteTask:
+    """One task of an `attnx compare` suite: the `attnx train` overrides that set it up (the task, its
+    sizes, its training budget), the test metric compared, and the width keys `protocol.match_params`
+    scales together."""
+
+    overrides: list[str] = MISSING
+    metric: str = MISSING
+    width: list[str] = MISSING
+
+
+@dataclass
+class ProtocolConfig:
+    """How `attnx compare` makes the comparison fair beyond shared seeds, data order and embeddings."""
+
+    lr_search: bool = MISSING  # each mechanism and task gets the same lr_grid; the best on validation is used
+    lr_grid: list[float] = MISSING
+    match_params: bool = MISSING  # widths scaled to the baseline's parameter count ± param_tolerance
+    param_tolerance: float = MISSING
+
+
+@dataclass
+class CompareBenchConfig:
+    """The `attnx bench` point whose forward time is the inference cost: N tokens of width dim."""
+
+    n: int = MISSING
+    dim: int = MISSING
+    heads: int = MISSING
+
+
+@dataclass
+class CompareConfig:
+    """`attnx compare`'s config (conf/compare.yaml and a suite from conf/suite/)."""
+
+    seeds: list[int] = MISSING
+    mechanisms: list[str] = MISSING
+    baseline: str = MISSING
+    score_host: str = MISSING
+    launcher: str = MISSING
+    tasks: dict[str, SuiteTask] = MISSING
+    protocol: ProtocolConfig = MISSING
+    bench: CompareBenchConfig = MISSING
+    out: Optional[str] = MISSING  # noqa: UP045
+
+
 def store() -> None:
     """Put the schema into Hydra's ConfigStore under the names the YAML files' defaults lists use."""
     from hydra.core.config_store import ConfigStore
 
     cs = ConfigStore.instance()
     cs.store(name="train_schema", node=TrainConfig)
+    cs.store(name="compare_schema", node=CompareConfig)
     cs.store(group="optim", name="adamw_schema", node=OptimConfig(optimizer=AdamWConfig()))
     cs.store(group="optim", name="sgd_schema", node=OptimConfig(optimizer=SGDConfig()))
     cs.store(group="optim/scheduler", name="warmup_schema", node=WarmupConfig)

@@ -1,0 +1,379 @@
+"""`attnx compare attention=NAME [attention.KEY=V ...] | score=NAME [...]`: a candidate against the classic
+mechanisms, on a suite of tasks, over seeds, in one command.
+
+1. The suite (`suite=quick`, conf/suite/) names tasks, each with its `attnx train` overrides. Every
+   mechanism of `mechanisms` and the candidate (a score runs inside `score_host`) is an **arm**; an arm
+   a task cannot host (`none` as an lm's causal self-attention) is left out with the reason.
+2. Fair by construction: every arm of a task trains with the same seeds, hence the same data order,
+   and `paired_embeddings=true`, hence the same initial embeddings where the shapes agree.
+   `protocol.lr_search` first trains each arm at every rate of `lr_grid` (first seed, validation only)
+   and keeps its best; `protocol.match_params` scales each task's `width` keys per arm until its
+   parameter count is within `param_tolerance` of the baseline's (the LRA rule).
+3. Each phase is one Hydra multirun of exactly its jobs (`hydra/sweeper=plan`, attnx's sweeper), on
+   any launcher (`launcher: joblib`, or `hydra/launcher=slurm` on the command line), with
+   `resume=auto`: a phase whose runs all completed is not launched again, and an interrupted one
+   continues where it stopped (finished runs are skipped, the others resume from their checkpoints).
+4. `attnx bench` times every arm's mechanism as self-attention at `bench.n` tokens.
+5. One report (`attnx.report`): report.html, report.md, report.csv in the compare folder.
+
+Everything lands in `out` (default `compare/<suite>/<candidate>`): `lr_search/`, `runs/`, `bench/`, and
+the report. The same command launched again continues the same compare.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from attnx import registry
+from attnx.config import ConfigError, compose, one_line, search_path_override
+from attnx.matching import Matched, match_widths
+from attnx.runs import lower_is_better
+
+log = logging.getLogger("attnx")
+CANDIDATE_KEYS = ("attention", "score")  # with their fields: what names the candidate
+COMPARE_KEYS = (
+    "suite",
+    "seeds",
+    "mechanisms",
+    "baseline",
+    "score_host",
+    "launcher",
+    "tasks",
+    "protocol",
+    "bench",
+    "out",
+)
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One mechanism of the comparison: its label in the report and the overrides that choose it."""
+
+    label: str
+    overrides: tuple[str, ...]
+    candidate: bool = False
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run: a task, an arm, a seed, and what the protocol chose for it."""
+
+    task: str
+    arm: Arm
+    seed: int
+    lr: float | None = None
+    widths: tuple[tuple[str, int], ...] = ()
+
+    def overrides(self, task_overrides: list[str], search: bool = False) -> list[str]:
+        chosen = [*task_overrides, *self.arm.overrides, f"seed={self.seed}", "paired_embeddings=true"]
+        chosen += [f"{key}={value}" for key, value in self.widths]
+        if self.lr is not None:
+            chosen.append(f"optim.lr={self.lr}")
+        if search:  # validation is what chooses the rate: no test, no maps
+            return [*chosen, "test=false", "callbacks.attention_heatmaps=null"]
+        return [*chosen, *heatmap_overrides(self.seed == 0)]
+
+
+def heatmap_overrides(drawn: bool) -> list[str]:
+    """The report shows the first seed's map of the first validation example, averaged over heads."""
+    if not drawn:
+        return ["callbacks.attention_heatmaps=null"]
+    return ["callbacks.attention_heatmaps.num_examples=1", "callbacks.attention_heatmaps.heads=mean"]
+
+
+@dataclass
+class Request:
+    """The command line, split: compare's own overrides, the candidate's, and the runs' (passed on)."""
+
+    compare: list[str]
+    candidate: list[str]
+    runs: list[str]
+
+
+def main(argv: list[str]) -> int:
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__)
+        return 0
+    try:
+        registry.load_all()
+        request = split(argv)
+        cfg = compose_compare(request.compare)
+        suite = suite_name(request.compare)
+        candidate = candidate_arm(cfg, request.candidate)
+        arms = [Arm(m, (f"attention={m}",)) for m in cfg.mechanisms if m != candidate.label] + [candidate]
+        out = Path(cfg.out or Path("compare") / suite / slug(candidate.label))
+        hosted, refused = check_arms(cfg, arms, request.runs)
+    except (ConfigError, registry.RegistryError, registry.PluginImportError) as error:
+        print(f"attnx compare: {error}", file=sys.stderr)
+        return 2
+    runs = [*request.runs, *launcher_override(cfg, request.runs), "resume=auto"]
+    print(
+        f"attnx compare: {candidate.label} on suite {suite} ({', '.join(cfg.tasks)}), into {out}", flush=True
+    )
+    failed = 0
+    jobs = [
+        Job(task, arm, seed) for task, task_arms in hosted.items() for arm in task_arms for seed in cfg.seeds
+    ]
+    search = search_jobs(cfg, hosted) if cfg.protocol.lr_search else []
+    if search:
+        failed += launch(out / "lr_search", cfg, search, runs, search=True)
+        jobs = with_best_rates(jobs, search, out / "lr_search", cfg)
+    matched: dict[tuple[str, str], Matched] = {}
+    if cfg.protocol.match_params:
+        jobs, matched = with_matched_widths(jobs, cfg, request.runs)
+    failed += launch(out / "runs", cfg, jobs, runs)
+    bench_ms = bench(out / "bench", cfg, arms)
+    from attnx.compare_report import CompareStudy, write_report
+
+    study = CompareStudy(
+        out, cfg, suite, candidate, jobs, search, refused, matched, bench_ms, ["attnx compare", *argv]
+    )
+    written = write_report(study)
+    print(f"attnx compare: wrote {', '.join(map(str, written))}")
+    return 1 if failed else 0
+
+
+def split(argv: list[str]) -> Request:
+    """Compare's keys, the candidate's (`attention`, `score`, their fields) and the rest (Hydra's grammar)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    flags = [a for a in argv if a.startswith("-")]
+    if flags:
+        raise ConfigError(
+            f"{flags[0]}: attnx compare takes overrides only (KEY=VALUE); see attnx compare --help"
+        )
+    try:
+        parsed = OverridesParser.create().parse_overrides(argv)
+    except Exception as error:
+        raise ConfigError(one_line(error)) from error
+    request = Request([], [], [])
+    for override, text in zip(parsed, argv):
+        key = override.key_or_group.lstrip("+~")
+        if override.is_sweep_override():
+            raise ConfigError(f"{text}: compare sweeps its mechanisms and seeds itself; give one value")
+        if key.split(".")[0] in COMPARE_KEYS:
+            request.compare.append(text)
+        elif key.split(".")[0] in CANDIDATE_KEYS:
+            request.candidate.append(text)
+        elif key in ("seed", "resume", "hydra.sweep.dir", "hydra/sweeper") or key.startswith("hydra.sweeper"):
+            raise ConfigError(
+                f"{text}: attnx compare sets {key} itself (seeds come from the suite: seeds=[0,1,2])"
+            )
+        else:
+            request.runs.append(text)
+    if not request.candidate:
+        raise ConfigError("name the candidate: attention=NAME (a mechanism) or score=NAME (a score)")
+    return request
+
+
+def compose_compare(overrides: list[str]) -> DictConfig:
+    """conf/compare.yaml with its suite, typed by `CompareConfig`; Hydra's errors in one line."""
+    import hydra
+
+    from attnx.config import CONF_DIR
+
+    try:
+        with hydra.initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+            cfg = hydra.compose("compare", [*overrides, *search_path_override()])
+    except Exception as error:
+        raise ConfigError(one_line(error)) from error
+    for name in ("seeds", "mechanisms"):
+        if not cfg[name]:
+            raise ConfigError(f"{name} is empty: a comparison needs at least one")
+    if not cfg.tasks:
+        raise ConfigError("the suite names no tasks")
+    falling = [f"{name}: {task.metric}" for name, task in cfg.tasks.items() if lower_is_better(task.metric)]
+    if falling:
+        raise ConfigError(
+            f"suite task {falling[0]}: a suite's metric must rise as models improve (accuracy, exact match)"
+        )
+    if cfg.baseline not in cfg.mechanisms:
+        raise ConfigError(f"baseline={cfg.baseline} is not one of mechanisms={list(cfg.mechanisms)}")
+    return cfg
+
+
+def suite_name(overrides: list[str]) -> str:
+    chosen = [o.split("=", 1)[1] for o in overrides if o.split("=", 1)[0] == "suite"]
+    return chosen[-1] if chosen else "quick"
+
+
+def candidate_arm(cfg: DictConfig, overrides: list[str]) -> Arm:
+    """The candidate's arm: its overrides as given; a score alone runs inside `score_host`."""
+    chosen = {o.split("=", 1)[0]: o.split("=", 1)[1] for o in overrides if "." not in o.split("=", 1)[0]}
+    if "attention" in chosen:
+        name = registry.registry("attention").canonical(chosen["attention"])
+        label = name if "score" not in chosen else f"{name}+{chosen['score']}"
+        return Arm(label, tuple(overrides), candidate=True)
+    if "score" not in chosen:
+        raise ConfigError(f"{overrides[0]}: set attention=NAME or score=NAME first")
+    score = registry.registry("score").canonical(chosen["score"])
+    return Arm(f"{cfg.score_host}+{score}", (f"attention={cfg.score_host}", *overrides), candidate=True)
+
+
+def launcher_override(cfg: DictConfig, runs: list[str]) -> list[str]:
+    return [] if any(o.startswith("hydra/launcher=") for o in runs) else [f"hydra/launcher={cfg.launcher}"]
+
+
+def check_arms(
+    cfg: DictConfig, arms: list[Arm], runs: list[str]
+) -> tuple[dict[str, list[Arm]], dict[tuple[str, str], str]]:
+    """Per task, the arms whose composed config validates; the others with the one line that says why
+    (`attention=none: NoAttention cannot be a causal self-attention layer ...`). A config the user got
+    wrong for every arm (a mistyped key) is an error, not a row of refusals."""
+    from attnx.checks import validate
+
+    hosted: dict[str, list[Arm]] = {}
+    refused: dict[tuple[str, str], str] = {}
+    for task, spec in cfg.tasks.items():
+        hosted[task] = []
+        for arm in arms:
+            try:
+                validate(compose([*spec.overrides, *arm.overrides, *runs]))
+            except (ConfigError, ValueError, registry.RegistryError) as error:
+                refused[(task, arm.label)] = str(error)
+                continue
+            hosted[task].append(arm)
+        if not hosted[task]:
+            raise ConfigError(f"suite task {task}: no arm can run: {refused[(task, arms[0].label)]}")
+    if all((task, arms[-1].label) in refused for task in cfg.tasks):
+        why = refused[(next(iter(cfg.tasks)), arms[-1].label)]
+        raise ConfigError(f"{arms[-1].label} runs on no task of the suite: {why}")
+    return hosted, refused
+
+
+def search_jobs(cfg: DictConfig, hosted: dict[str, list[Arm]]) -> list[Job]:
+    return [
+        Job(task, arm, cfg.seeds[0], lr=float(lr))
+        for task, arms in hosted.items()
+        for arm in arms
+        for lr in cfg.protocol.lr_grid
+    ]
+
+
+def launch(folder: Path, cfg: DictConfig, jobs: list[Job], runs: list[str], search: bool = False) -> int:
+    """One multirun of exactly `jobs` (job i in `folder/i`), unless all of them already completed;
+    how many did not complete."""
+    from attnx import train
+    from attnx.track.results import completed
+
+    planned = [job.overrides(list(cfg.tasks[job.task].overrides), search) for job in jobs]
+    done = [completed(folder / str(i)) for i in range(len(planned))]
+    if all(record and same(record["overrides"], [*runs, *job]) for record, job in zip(done, planned)):
+        log.info("%s: all %d runs completed, nothing to launch", folder, len(planned))
+        print(f"attnx compare: {folder}: all {len(planned)} runs completed", flush=True)
+        return 0
+    folder.mkdir(parents=True, exist_ok=True)
+    plan = folder / "plan.yaml"
+    OmegaConf.save(OmegaConf.create(planned), plan)
+    argv = ["-m", "hydra/sweeper=plan", f"hydra.sweeper.plan={plan}", f"hydra.sweep.dir={folder}", *runs]
+    train.main(argv)
+    return sum(completed(folder / str(i)) is None for i in range(len(planned)))
+
+
+def same(recorded: list[str], planned: list[str]) -> bool:
+    """Whether a completed run's overrides are the planned ones, as Hydra's grammar reads them (a job
+    records no `hydra...` override, and `resume` changes no result)."""
+    return _normal(recorded) == _normal(planned)
+
+
+def _normal(overrides: list[str]) -> list[str]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return sorted(
+        f"{o.key_or_group}={o.get_value_element_as_str()}"
+        for o in parsed
+        if o.key_or_group != "resume" and not re.match(r"hydra($|[./])", o.key_or_group)
+    )
+
+
+def with_best_rates(jobs: list[Job], search: list[Job], folder: Path, cfg: DictConfig) -> list[Job]:
+    """Each job at its (task, arm)'s best rate in `search` (job i in `folder/i`), by the validation twin
+    of the task's metric; an arm none of whose searches completed keeps the configured rate."""
+    from attnx.track.results import completed
+
+    scores: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for i, job in enumerate(search):
+        record = completed(folder / str(i))
+        metric = validation_metric(cfg, job.task)
+        if record and metric in record["metrics"] and job.lr is not None:
+            scores.setdefault((job.task, job.arm.label), []).append((record["metrics"][metric], job.lr))
+    best = {}
+    for (task, label), found in scores.items():
+        pick = min if lower_is_better(cfg.tasks[task].metric) else max
+        best[(task, label)] = pick(found)[1]
+    return [replace(job, lr=best.get((job.task, job.arm.label))) for job in jobs]
+
+
+def validation_metric(cfg: DictConfig, task: str) -> str:
+    """The task's compared metric on validation: what chooses a learning rate."""
+    return cfg.tasks[task].metric.replace("test/", "val/", 1)
+
+
+def with_matched_widths(
+    jobs: list[Job], cfg: DictConfig, runs: list[str]
+) -> tuple[list[Job], dict[tuple[str, str], Matched]]:
+    """Each job with its arm's matched widths for its task, and what matching found per (task, arm)."""
+    matched: dict[tuple[str, str], Matched] = {}
+    for task, spec in cfg.tasks.items():
+        arms = list(dict.fromkeys(job.arm for job in jobs if job.task == task))
+        baseline = (
+            next(arm for arm in arms if arm.label == cfg.baseline)
+            if cfg.baseline in [a.label for a in arms]
+            else arms[0]
+        )
+        found = match_widths(
+            list(spec.overrides), list(spec.width), arms, baseline, cfg.protocol.param_tolerance, runs
+        )
+        matched.update({(task, label): m for label, m in found.items()})
+    return [replace(job, widths=matched[(job.task, job.arm.label)].widths) for job in jobs], matched
+
+
+def bench(folder: Path, cfg: DictConfig, arms: list[Arm]) -> dict[str, float]:
+    """Arm label -> forward ms as self-attention at `bench.n` tokens, measured once (bench.csv is kept)."""
+    from attnx.bench import main as bench_main
+    from attnx.report import read_bench
+
+    measured: dict[str, float] = {}
+    for arm in arms:
+        name, score = _mechanism_of(arm)
+        out = folder / slug(arm.label)
+        if not (out / "bench.csv").exists():
+            argv = [
+                "--attention",
+                name,
+                "--encoder",
+                "",
+                "--lengths",
+                str(cfg.bench.n),
+                "--dim",
+                str(cfg.bench.dim),
+            ]
+            argv += ["--heads", str(cfg.bench.heads), "--out", str(out)] + (
+                ["--score", score] if score else []
+            )
+            if bench_main(argv) != 0:
+                log.warning("attnx bench failed for %s; its inference time is left out", arm.label)
+                continue
+        try:
+            _, times = read_bench(out / "bench.csv", cfg.bench.n)
+        except ValueError as error:
+            log.warning("%s", error)
+            continue
+        measured[arm.label] = times[name]
+    return measured
+
+
+def _mechanism_of(arm: Arm) -> tuple[str, str | None]:
+    chosen = dict(o.split("=", 1) for o in arm.overrides if "." not in o.split("=", 1)[0])
+    return registry.registry("attention").canonical(chosen["attention"]), chosen.get("score")
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).strip("_")
