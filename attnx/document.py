@@ -62,7 +62,8 @@ th, td { padding: 3px 10px; border-bottom: 1px solid #e6e9ef; text-align: left; 
 th { background: #f3f5f8; font-weight: 600; } td.num, th.num { text-align: right; }
 tr.highlight td { background: #fff6d6; } code { background: #f3f5f8; padding: 0 3px; border-radius: 3px; }
 figure { display: inline-block; margin: 6px 12px 12px 0; vertical-align: top; }
-figure img { max-width: 100%; max-height: 520px; border: 1px solid #e6e9ef; } figcaption { font-size: 12px; color: #5a6475; }
+figure img { max-width: 100%; max-height: 520px; border: 1px solid #e6e9ef; }
+figcaption { font-size: 12px; color: #5a6475; }
 p { margin: 6px 0; max-width: 900px; }
 """
 
