@@ -37,6 +37,12 @@ from attnx.runs import lower_is_better
 
 log = logging.getLogger("attnx")
 CANDIDATE_KEYS = ("attention", "score")  # with their fields: what names the candidate
+OWN = {  # run keys compare sets itself, and how to say what you meant instead
+    "seed": "seeds come from the suite: seeds=[0,1,2]",
+    "resume": "it always resumes: resume=auto",
+    "hydra.sweep.dir": "its folder is out=DIR",
+    "hydra/sweeper": "its plan of runs",
+}
 COMPARE_KEYS = (
     "suite",
     "seeds",
@@ -161,10 +167,10 @@ def split(argv: list[str]) -> Request:
             request.compare.append(text)
         elif key.split(".")[0] in CANDIDATE_KEYS:
             request.candidate.append(text)
-        elif key in ("seed", "resume", "hydra.sweep.dir", "hydra/sweeper") or key.startswith("hydra.sweeper"):
-            raise ConfigError(
-                f"{text}: attnx compare sets {key} itself (seeds come from the suite: seeds=[0,1,2])"
-            )
+        elif key == "resume" and override.value() == "auto":
+            continue  # what every compare does: finished runs are skipped, interrupted ones resume
+        elif key in OWN or key.startswith("hydra.sweeper"):
+            raise ConfigError(f"{text}: attnx compare sets {key} itself ({OWN.get(key, 'its plan of runs')})")
         else:
             request.runs.append(text)
     if not request.candidate:
@@ -182,6 +188,12 @@ def compose_compare(overrides: list[str]) -> DictConfig:
         with hydra.initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
             cfg = hydra.compose("compare", [*overrides, *search_path_override()])
     except Exception as error:
+        missing = re.search(r"Could not find 'suite/([^']+)'", str(error))
+        if missing:
+            from attnx.config import group_options
+
+            options = group_options({"suite"}, "compare").get("suite", [])
+            raise ConfigError(registry.unknown_message("suite", missing.group(1), options)) from None
         raise ConfigError(one_line(error)) from error
     for name in ("seeds", "mechanisms"):
         if not cfg[name]:

@@ -75,7 +75,7 @@ def group_choices(parsed: list[Any], groups: Collection[str]) -> list[tuple[str,
     return chosen
 
 
-def group_options(groups: set[str]) -> dict[str, list[str]]:
+def group_options(groups: set[str], config_name: str = "train") -> dict[str, list[str]]:
     """Each config group's options as Hydra's config loader finds them (the user's config folders and
     Hydra plugins' options included: `hydra/launcher` has joblib and submitit's); a key that is no
     group has none. The schema's `*_schema` entries are no options to choose."""
@@ -85,7 +85,7 @@ def group_options(groups: set[str]) -> dict[str, list[str]]:
     with hydra.initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
         found = {
-            g: loader.get_group_options(g, config_name="train", overrides=search_path_override())
+            g: loader.get_group_options(g, config_name=config_name, overrides=search_path_override())
             for g in groups
         }
     return {g: [o for o in options if not o.endswith("_schema")] for g, options in found.items() if options}
