@@ -118,6 +118,7 @@ def check_overrides(argv: list[str]) -> None:
         raise ConfigError(one_line(error)) from error
     registry.load_all()
     check_slot_overrides(parsed)
+    check_plan(parsed)
     keys = {o.key_or_group for o in parsed if "." not in o.key_or_group} - set(registry.KINDS)
     options = group_options(keys)
     for group, name in group_choices(parsed, {*registry.KINDS, *options}):
@@ -130,6 +131,21 @@ def check_overrides(argv: list[str]) -> None:
             compose(job, require_values=len(overrides) == len(argv))
         except ConfigError as error:
             raise ConfigError(_slot_hint(str(error))) from None
+
+
+def check_plan(parsed: list[Any]) -> None:
+    """`hydra.sweeper.plan=FILE` (the plan sweeper's) names a readable list of jobs; Hydra composes each
+    job itself before launching any."""
+    from hydra.errors import HydraException
+
+    from hydra_plugins.attnx_plan_sweeper.plan_sweeper import read_plan
+
+    for override in parsed:
+        if override.key_or_group == "hydra.sweeper.plan" and not override.is_sweep_override():
+            try:
+                read_plan(str(override.value()))
+            except HydraException as error:
+                raise ConfigError(str(error)) from None
 
 
 def check_slot_overrides(parsed: list[Any]) -> None:

@@ -242,6 +242,27 @@ CASES = [
     ("report {runs} --x nope", "--x nope is not a swept numeric key", None),
     ("report {runs} --metrics x", "unrecognized arguments: --metrics", None),
     ("report", "the following arguments are required: dirs", None),
+    # compare: its own keys (typed by CompareConfig), the candidate, and what it sets itself
+    ("compare", "name the candidate: attention=NAME (a mechanism) or score=NAME (a score)", None),
+    ("compare attention=nope", "unknown attention 'nope'; did you mean 'none'?", None),
+    ("compare score=nope", "unknown score 'nope'", None),
+    ("compare attention=local_window suite=quik", "unknown suite 'quik'; did you mean 'quick'?", None),
+    ("compare attention=local_window protocol.lr_search=maybe", "protocol.lr_search=maybe", None),
+    ("compare attention=local_window protocol.lr_serch=true", "Key 'lr_serch' not in 'ProtocolConfig'", None),
+    ("compare attention=local_window seeds=[]", "seeds is empty", None),
+    ("compare attention=local_window baseline=luong", "baseline=luong is not one of mechanisms=", None),
+    ("compare attention=local_window seed=3", "sets seed itself (seeds come from the suite", None),
+    ("compare attention=local_window resume=null", "it always resumes: resume=auto", None),
+    ("compare attention=dot,additive", "give one value", None),
+    ("compare attention=local_window -m", "-m: attnx compare takes overrides only", None),
+    (
+        "compare attention=local_window trainer.max_epochs=ten",
+        "suite task reverse: no arm can run: trainer.max_epochs=ten: expected Optional[int]",
+        None,
+    ),
+    # train with a plan of jobs (hydra/sweeper=plan)
+    ("train -m hydra/sweeper=plan hydra.sweeper.plan={missing}", "plan={missing}: cannot read it", None),
+    ("train -m hydra/sweeper=plan hydra.sweeper.plan={notaplan}", "must be a list of jobs", None),
     # bench
     pytest.param(
         "bench --device cuda", "argument --device: 'cuda' is not available here", None, marks=NO_CUDA
@@ -279,6 +300,7 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (root / "empty.ckpt").write_bytes(b"")
     (root / "folder.ckpt").mkdir()
     torch.save(torch.zeros(2), root / "tensor.ckpt")
+    (root / "notaplan.yaml").write_text("attention: dot\n")
     (root / "empty_folder").mkdir()
     (root / "broken").mkdir()
     (root / "broken" / "broken.py").write_text("import nonexistent_mod\n")

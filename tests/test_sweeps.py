@@ -169,3 +169,30 @@ def test_resume_auto_skips_completed_runs_and_resumes_the_rest(tmp_path: Path) -
     resumed = json.loads(second.read_text())
     assert resumed["status"] == "completed"
     assert resumed["resumed_from"] == str(tmp_path / "1" / "checkpoints" / "last.ckpt")
+
+
+def test_a_plan_sweep_runs_exactly_its_jobs_crossed_with_the_command_lines_sweeps(tmp_path: Path) -> None:
+    # two jobs that differ in several keys at once, which no cartesian product of comma lists gives
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("- [attention=additive]\n- [attention=dot, score=general, decoder.hidden_dim=24]\n")
+    sweep = tmp_path / "sweep"
+    code = train(
+        sweep, "hydra/sweeper=plan", f"hydra.sweeper.plan={plan}", "seed=0,1", *TINY_RNN, *TINY, sweep=True
+    )
+    assert code == 0
+    found = [
+        (
+            r["choices"]["attention"],
+            r["choices"]["score"],
+            r["config"]["seed"],
+            r["config"]["decoder"]["hidden_dim"],
+        )
+        for r in results(sweep)
+    ]
+    # numbered plan job by plan job, each crossed with seed=0,1
+    assert found == [
+        ("additive", "additive", 0, 16),
+        ("additive", "additive", 1, 16),
+        ("dot", "general", 0, 24),
+        ("dot", "general", 1, 24),
+    ]
