@@ -218,3 +218,36 @@ def test_user_config_folders_join_the_overrides_not_the_flags(
     assert with_search_path(["-m", "task=a,b", "seed=1"]) == ["-m", searchpath, "task=a,b", "seed=1"]
     assert with_search_path(["seed=1", "--cfg", "job"]) == [searchpath, "seed=1", "--cfg", "job"]
     assert with_search_path(["--cfg", "job"]) == ["--cfg", "job", searchpath]
+
+
+def test_exact_match_by_source_length_sums_to_the_test_exact_match(tmp_path: Path) -> None:
+    train(tmp_path, *TINY_RNN, *TINY, "task.test_min_len=4", "task.test_max_len=9", "task.test_size=40")
+    (record,) = results(tmp_path)
+    by_length, examples = record["by_length"]["test/exact_match"], record["by_length"]["examples"]
+    assert set(by_length) == set(examples) <= {str(n) for n in range(4, 10)} and sum(examples.values()) == 40
+    overall = sum(by_length[n] * examples[n] for n in by_length) / 40
+    assert overall == pytest.approx(record["metrics"]["test/exact_match"])
+
+
+def test_paired_embeddings_start_every_mechanism_from_the_same_tables() -> None:
+    from attnx import registry
+    from attnx.lit import lit_module
+    from attnx.train import model_spec
+
+    registry.load_all()
+
+    def embeddings(*overrides: str) -> dict[str, torch.Tensor]:
+        cfg = config.compose([*overrides, *TINY_RNN, *TINY])
+        task = registry.build("task", cfg.task)
+        task.setup()
+        torch.manual_seed(cfg.seed)  # what seed_everything does before a run builds its model
+        model = lit_module(model_spec(cfg, task)).model
+        return {n: p.detach().clone() for n, p in model.named_parameters() if "embed" in n}
+
+    paired = [embeddings(f"attention={a}", "paired_embeddings=true") for a in ("additive", "dot", "fixed_c")]
+    assert set(paired[0]) == {"encoder.embed.weight", "decoder.embed.weight"}
+    assert all(torch.equal(paired[0][n], other[n]) for other in paired[1:] for n in paired[0])
+    unpaired = [embeddings(f"attention={a}") for a in ("additive", "dot")]
+    assert not torch.equal(unpaired[0]["decoder.embed.weight"], unpaired[1]["decoder.embed.weight"])
+    other_seed = embeddings("attention=additive", "paired_embeddings=true", "seed=1")
+    assert not torch.equal(paired[0]["encoder.embed.weight"], other_seed["encoder.embed.weight"])

@@ -25,5 +25,11 @@ class ByLength(Metric):
         self.count.index_add_(0, index, torch.ones_like(scores, dtype=self.count.dtype))
 
     def compute(self) -> dict[int, float]:
-        seen = self.count.nonzero().flatten().tolist()
-        return {n: float(self.total[n] / self.count[n]) for n in seen}
+        return {n: float(self.total[n] / self.count[n]) for n in self.lengths()}
+
+    def counts(self) -> dict[int, int]:
+        """How many examples each length had (after `compute`, whose sync they share)."""
+        return {n: int(self.count[n]) for n in self.lengths()}
+
+    def lengths(self) -> list[int]:
+        return self.count.nonzero().flatten().tolist()
