@@ -79,7 +79,8 @@ def write_report(study: CompareStudy) -> list[Path]:
         highlight=study.candidate.label,
     )
     grouped = base.cells()
-    parts = [intro(study), ranking(study, grouped)] if grouped else [intro(study)]
+    summary, suite = intro(study)
+    parts = [summary, *([ranking(study, grouped)] if grouped else []), suite]
     parts += report.sections(base, out, [], [])[1:]  # its intro counts runs; ours says what ran
     protocol = protocol_section(study)
     if protocol.parts:
@@ -97,29 +98,33 @@ def _rows(runs: list[dict[str, Any]], columns: list[str]) -> list[Row]:
     return list(rows.values())
 
 
-def intro(study: CompareStudy) -> Section:
+def intro(study: CompareStudy) -> tuple[Section, Section]:
+    """The command and what came of it, first; the suite's tasks, the arms left out and the protocol."""
     cfg = study.cfg
     done = sum(1 for i in range(len(study.jobs)) if _completed(study.out / "runs" / str(i)))
-    parts: list[str | Table] = [
-        f"`{' '.join(study.command)}`",
-        f"Suite **{study.suite}**: {len(cfg.tasks)} tasks, seeds {list(cfg.seeds)}, "
-        f"{done}/{len(study.jobs)} runs completed. Every arm of a task trains with the same seeds, so the "
-        "same data order, and with `paired_embeddings=true`, so the same initial embeddings where the "
-        f"shapes agree; runs with the same seed are paired in the statistics. `{METRIC}` is each task's "
-        "own metric, named below.",
-    ]
+    summary = Section(
+        "",
+        [
+            f"`{' '.join(study.command)}`",
+            f"Suite **{study.suite}**: {len(cfg.tasks)} tasks, seeds {list(cfg.seeds)}, "
+            f"{done}/{len(study.jobs)} runs completed. Every arm of a task trains with the same seeds, so "
+            "the same data order, and with `paired_embeddings=true`, so the same initial embeddings where "
+            f"the shapes agree; runs with the same seed are paired in the statistics. `{METRIC}` is each "
+            "task's own metric (Suite, below).",
+        ],
+    )
     body = []
     for task, spec in cfg.tasks.items():
         hosted = sorted({job.arm.label for job in study.jobs if job.task == task})
         body.append([task, spec.metric, ", ".join(hosted), " ".join(f"`{o}`" for o in spec.overrides)])
-    parts.append(Table(["task", "metric", "mechanisms", "overrides"], body))
+    parts: list[str | Table] = [Table(["task", "metric", "mechanisms", "overrides"], body)]
     if study.refused:
         lines = [f"`{arm}` on {task}: {why}" for (task, arm), why in study.refused.items()]
         parts.append("Not applicable, so not run: " + "; ".join(lines) + ".")
     protocol = ["learning rate " + ("searched (see Protocol)" if cfg.protocol.lr_search else "as configured")]
     protocol.append("widths matched (see Protocol)" if cfg.protocol.match_params else "widths as configured")
     parts.append("Protocol: " + "; ".join(protocol) + ".")
-    return Section("", parts)
+    return summary, Section("Suite", parts)
 
 
 def _completed(folder: Path) -> bool:

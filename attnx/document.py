@@ -59,6 +59,7 @@ h1 { font-size: 24px; margin: 0 0 4px; }
 h2 { font-size: 18px; margin: 28px 0 8px; border-bottom: 1px solid #dde2ea; }
 table { border-collapse: collapse; margin: 8px 0 14px; font-variant-numeric: tabular-nums; }
 th, td { padding: 3px 10px; border-bottom: 1px solid #e6e9ef; text-align: left; white-space: nowrap; }
+td:last-child:not(.num) { white-space: normal; min-width: 12em; }  /* a long last column wraps */
 th { background: #f3f5f8; font-weight: 600; } td.num, th.num { text-align: right; }
 tr.highlight td { background: #fff6d6; } code { background: #f3f5f8; padding: 0 3px; border-radius: 3px; }
 figure { display: inline-block; margin: 6px 12px 12px 0; vertical-align: top; }

@@ -88,8 +88,7 @@ def cells(rows: Sequence[Row], columns: Sequence[str], key: str, tuned: Sequence
     for row in rows:
         cell = tuple(row.values[i] for i in own)
         grouped.setdefault(cell, {}).setdefault(row.values[k], row)
-    ordered = sorted(grouped, key=lambda cell: tuple(map(sort_key, cell)))
-    return Cells([columns[i] for i in own], key, {cell: grouped[cell] for cell in ordered})
+    return Cells([columns[i] for i in own], key, grouped)  # cells in the rows' order
 
 
 def paired(row: Row, baseline: Row, metric: str) -> stats.Paired:

@@ -133,7 +133,9 @@ def test_each_arm_trains_at_its_best_searched_rate_with_matched_parameters(
 
 @pytest.mark.browser
 def test_report_html_renders_every_figure_and_a_row_per_configuration(
-    compared: tuple[Path, str], page, tmp_path: Path  # noqa: F811
+    compared: tuple[Path, str],
+    page,
+    tmp_path: Path,  # noqa: F811
 ) -> None:
     out, _ = compared
     page.goto((out / "report.html").as_uri())

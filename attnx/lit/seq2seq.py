@@ -110,7 +110,7 @@ class Seq2SeqModule(AttnxModule):
             self.log_dict(text_metrics, batch_size=size)
 
     def by_length(self) -> dict[str, dict[int, float]]:
-        """The test split's exact match at each source length, and its examples there (after `trainer.test`)."""
+        """The test split's exact match and examples at each source length (after `trainer.test`)."""
         return {"test/exact_match": self.test_by_length.compute(), "examples": self.test_by_length.counts()}
 
     def references(self, batch: Batch, stage: str) -> list[list[str]]:
