@@ -134,8 +134,8 @@ def test_each_arm_trains_at_its_best_searched_rate_with_matched_parameters(
 @pytest.mark.browser
 def test_report_html_renders_every_figure_and_a_row_per_configuration(
     compared: tuple[Path, str],
-    page,
-    tmp_path: Path,  # noqa: F811
+    page,  # noqa: F811 - the fixture imported from browser
+    tmp_path: Path,
 ) -> None:
     out, _ = compared
     page.goto((out / "report.html").as_uri())
@@ -176,3 +176,17 @@ def test_a_compare_killed_with_sigkill_resumes_without_retraining_finished_runs(
         assert (after[i]["pid"], after[i]["started"]) == (record["pid"], record["started"])
     assert f"{out / 'runs' / str(min(before))} already completed" in again.stdout + again.stderr
     assert (out / "report.html").exists()
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in (REPO / "conf" / "suite").glob("*.yaml")))
+def test_every_shipped_suite_composes_and_every_task_hosts_its_mechanisms(name: str) -> None:
+    from attnx import registry
+    from attnx.compare import Arm, check_arms, compose_compare
+
+    registry.load_all()
+    cfg = compose_compare([f"suite={name}"])
+    arms = [Arm(m, (f"attention={m}",)) for m in cfg.mechanisms]
+    hosted, refused = check_arms(cfg, arms, [])
+    assert set(hosted) == set(cfg.tasks) and len(cfg.seeds) >= 3
+    # only the lm task refuses, and only the mechanisms that cannot be causal self-attention
+    assert set(refused) == {(t, m) for t in cfg.tasks if t == "mqar" for m in ("none", "fixed_c")}
