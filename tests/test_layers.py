@@ -39,6 +39,8 @@ LAYERS = {
     "attnx.significance": 4,
     "attnx.figures": 4,
     "attnx.compare": 4,
+    "attnx.compare_report": 4,
+    "attnx.matching": 4,
     "attnx.bench": 4,
     "attnx.plugins": 4,
     "attnx.cli": 4,
