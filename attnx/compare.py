@@ -75,6 +75,7 @@ class Job:
     seed: int
     lr: float | None = None
     widths: tuple[tuple[str, int], ...] = ()
+    drawn: bool = False  # the seed whose attention maps the report shows (the suite's first)
 
     def overrides(self, task_overrides: list[str], search: bool = False) -> list[str]:
         chosen = [*task_overrides, *self.arm.overrides, f"seed={self.seed}", "paired_embeddings=true"]
@@ -83,7 +84,7 @@ class Job:
             chosen.append(f"optim.lr={self.lr}")
         if search:  # validation is what chooses the rate: no test, no maps
             return [*chosen, "test=false", "callbacks.attention_heatmaps=null"]
-        return [*chosen, *heatmap_overrides(self.seed == 0)]
+        return [*chosen, *heatmap_overrides(self.drawn)]
 
 
 def heatmap_overrides(drawn: bool) -> list[str]:
@@ -124,7 +125,10 @@ def main(argv: list[str]) -> int:
     )
     failed = 0
     jobs = [
-        Job(task, arm, seed) for task, task_arms in hosted.items() for arm in task_arms for seed in cfg.seeds
+        Job(task, arm, seed, drawn=seed == cfg.seeds[0])
+        for task, task_arms in hosted.items()
+        for arm in task_arms
+        for seed in cfg.seeds
     ]
     search = search_jobs(cfg, hosted) if cfg.protocol.lr_search else []
     if search:
