@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import NullFormatter
 
 from attnx.runs import Row, lower_is_better, sort_key, text, value
 from attnx.significance import Cells
@@ -181,6 +182,9 @@ def pareto_plot(
         costs = [cost for _, cost, _ in placed]
         if min(costs) > 0 and max(costs) / min(costs) >= 10:  # costs spanning decades read on a log axis
             ax.set_xscale("log")
+            ax.xaxis.set_minor_formatter(NullFormatter())  # labels at decades only: minor ones collide
+        else:
+            ax.ticklabel_format(axis="x", style="sci", scilimits=(-3, 4))  # 120000 200000 ... collide too
         ax.set_xlabel(unit)
         ax.grid(alpha=0.3, which="both")
     axes[0].set_ylabel(metric)

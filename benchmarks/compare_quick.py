@@ -24,13 +24,12 @@ REPO = Path(__file__).resolve().parents[1]
 GOAL_SECONDS = 15 * 60
 
 
-def timed(command: list[str]) -> tuple[float, float, int]:
-    """(wall seconds, CPU seconds of the child and of the workers it reaped, exit code)."""
+def timed(command: list[str]) -> tuple[float, int]:
+    """(wall seconds, exit code). Wall time is the goal's measure; the CPU time of joblib's workers does
+    not reach this process (they are not its children), so none is reported."""
     started = time.perf_counter()
-    child = subprocess.Popen(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    wall = time.perf_counter() - started
-    return wall, usage.ru_utime + usage.ru_stime, os.waitstatus_to_exitcode(status)
+    code = subprocess.run(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+    return time.perf_counter() - started, code
 
 
 def main() -> int:
@@ -40,15 +39,17 @@ def main() -> int:
     args = parser.parse_args()
     folder = args.keep or Path(tempfile.mkdtemp(prefix="attnx-compare-"))
     command = [sys.executable, "-m", "attnx.cli", "compare", f"attention={args.candidate}", f"out={folder}"]
-    first, cpu, code = timed(command)
-    again, _, code_again = timed(command)
+    load = os.getloadavg()[0]
+    first, code = timed(command)
+    load_after = os.getloadavg()[0]
+    again, code_again = timed(command)
     runs = [json.loads(p.read_text()) for p in sorted((folder / "runs").glob("*/results.json"))]
     completed = [r for r in runs if r["status"] == "completed"]
     trained = sum(r.get("train_seconds") or 0 for r in completed)
     print("| what | value |\n| --- | ---: |")
     verdict = "met" if first <= GOAL_SECONDS else "missed"
     print(f"| compare, first launch (wall) | {first / 60:.1f} min ({verdict}: goal ≤ 15) |")
-    print(f"| its CPU time (main process and workers) | {cpu / 60:.1f} min |")
+    print(f"| load average (1 min) before, after | {load:.1f}, {load_after:.1f} |")
     print(f"| runs completed | {len(completed)}/{len(runs)} |")
     print(f"| training time summed over runs | {trained / 60:.1f} min |")
     print(f"| launched again (wall), nothing to train | {again:.1f} s |")
