@@ -167,8 +167,8 @@ def _refuse(message: str) -> int:
 def _finish(study: Study, written: list[Path]) -> int:
     failed = failed_table(study)
     if failed:
-        print(f"\nruns that did not complete:\n{markdown_table(failed.header, failed.body)}")
-    print(f"\n{outcome(study.runs)}; wrote {', '.join(map(str, written))}")
+        print(f"runs that did not complete:\n{markdown_table(failed.header, failed.body)}\n")
+    print(f"{outcome(study.runs)}; wrote {', '.join(map(str, written))}")
     return 0
 
 
