@@ -20,6 +20,7 @@ from attnx.compare import Arm, Job, validation_metric
 from attnx.document import Image, Section, Table
 from attnx.figures import line_plot
 from attnx.matching import Matched
+from attnx.report_sections import Study, sections
 from attnx.runs import Row, text
 from attnx.significance import Cells, mean_rank, ranks, win_matrix
 from attnx.track.results import read_results
@@ -67,7 +68,7 @@ def write_report(study: CompareStudy) -> list[Path]:
     runs = records(out / "runs", study.jobs, cfg, lambda job: (METRIC, cfg.tasks[job.task].metric))
     columns = ["task", "mechanism"]
     rows = _rows(runs, columns)
-    base = report.Study(
+    base = Study(
         runs,
         columns,
         [METRIC],
@@ -79,9 +80,9 @@ def write_report(study: CompareStudy) -> list[Path]:
         highlight=study.candidate.label,
     )
     grouped = base.cells()
-    summary, suite = intro(study)
+    summary, suite = intro(study, runs)
     parts = [summary, *([ranking(study, grouped)] if grouped else []), suite]
-    parts += report.sections(base, out, [], [])[1:]  # its intro counts runs; ours says what ran
+    parts += sections(base, out, [], [])[1:]  # its intro counts runs; ours says what ran
     protocol = protocol_section(study)
     if protocol.parts:
         parts.append(protocol)
@@ -98,10 +99,10 @@ def _rows(runs: list[dict[str, Any]], columns: list[str]) -> list[Row]:
     return list(rows.values())
 
 
-def intro(study: CompareStudy) -> tuple[Section, Section]:
+def intro(study: CompareStudy, runs: list[dict[str, Any]]) -> tuple[Section, Section]:
     """The command and what came of it, first; the suite's tasks, the arms left out and the protocol."""
     cfg = study.cfg
-    done = sum(1 for i in range(len(study.jobs)) if _completed(study.out / "runs" / str(i)))
+    done = sum(run.get("status") == "completed" for run in runs)
     summary = Section(
         "",
         [
@@ -125,12 +126,6 @@ def intro(study: CompareStudy) -> tuple[Section, Section]:
     protocol.append("widths matched (see Protocol)" if cfg.protocol.match_params else "widths as configured")
     parts.append("Protocol: " + "; ".join(protocol) + ".")
     return summary, Section("Suite", parts)
-
-
-def _completed(folder: Path) -> bool:
-    from attnx.track.results import completed
-
-    return completed(folder) is not None
 
 
 def ranking(study: CompareStudy, grouped: Cells) -> Section:

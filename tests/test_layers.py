@@ -36,6 +36,7 @@ LAYERS = {
     "attnx.predict": 4,
     "attnx.report": 4,
     "attnx.runs": 4,
+    "attnx.report_sections": 4,
     "attnx.significance": 4,
     "attnx.figures": 4,
     "attnx.compare": 4,

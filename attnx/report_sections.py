@@ -1,0 +1,324 @@
+"""The sections of an `attnx report`: results with bootstrap intervals, the statistics of one compared
+key within cells (`attnx.significance`), cost with Pareto plots, figures and heatmaps, failures. A
+`Study` says what they are made of; `sections` turns it into `attnx.document` parts that `attnx.report`
+writes as Markdown, CSV and one HTML page, and `attnx.compare_report` wraps with its ranking.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from attnx import stats
+from attnx.document import Image, Section, Table
+from attnx.figures import length_plot, line_plot, pareto_plot
+from attnx.runs import NOT_SWEPT, Row, lower_is_better, overrides, sort_key, text, value
+from attnx.significance import Cells, against_baseline, cells, mean_rank, ranks, win_matrix
+
+COSTS = (("params", "params"), ("train_seconds", "train s"), ("samples_per_second", "samples/s"))
+HEATMAP_KINDS = ("cross", "pooling", "self_layer")  # the map a row shows: its site's, else the last layer's
+
+
+@dataclass
+class Study:
+    """What a report is made of: the runs, their rows, and what the statistics compare."""
+
+    runs: list[dict[str, Any]]  # every record, completed or not, with its folder as `_path`
+    columns: list[str]
+    metrics: list[str]  # the first is the one compared, plotted and ranked
+    rows: list[Row]
+    key: str | None = None  # the compared key: the baseline's, or `attention` when it is swept
+    baseline: Any = None  # the key's baseline value, None for no paired comparison
+    tuned: list[str] = field(default_factory=list)  # keys chosen per row, left out of a cell's identity
+    inference_ms: dict[Any, float] | None = None  # the key's value -> `attnx bench` forward ms at one N
+    bench_n: int | None = None
+    highlight: Any = None  # the key's value to mark (a candidate)
+
+    @property
+    def unfinished(self) -> list[dict[str, Any]]:
+        return [r for r in self.runs if r.get("status") != "completed"]
+
+    def cells(self) -> Cells | None:
+        return cells(self.rows, self.columns, self.key, self.tuned) if self.key in self.columns else None
+
+
+def sections(study: Study, out: Path, xs: list[str], panels: list[str]) -> list[Section]:
+    """The report: its results, statistics, costs, figures and failures, in that order."""
+    out.mkdir(parents=True, exist_ok=True)
+    grouped = study.cells()
+    found = [intro(study), Section("Results", [results_table(study), *best_lines(study)])]
+    if grouped is not None and study.rows:
+        found.append(statistics_section(study, grouped))
+        found.append(cost_section(study, grouped, out))
+    figures = [
+        line_plot(
+            study.rows,
+            study.columns,
+            study.metrics[0],
+            x,
+            out,
+            panels,
+            study.tuned[0] if study.tuned else None,
+        )
+        for x in xs
+    ]
+    if grouped is not None:
+        figures.append(length_plot(grouped, "test/exact_match", out, study.highlight))
+    images = [Image(p, p.stem.replace("_", " ")) for p in figures if p]
+    if grouped is not None:
+        images += heatmaps(grouped)
+    if images:
+        found.append(Section("Figures", images))
+    failed = failed_table(study)
+    if failed:
+        found.append(Section("Runs that did not complete", [failed]))
+    return found
+
+
+def intro(study: Study) -> Section:
+    runs = study.runs
+    common = {k: v for k, v in overrides(runs[0]).items() if k not in study.columns and k not in NOT_SWEPT}
+    common = {k: v for k, v in common.items() if all(overrides(r).get(k) == v for r in runs)}
+    parts = [f"{outcome(runs)}."]
+    if common:
+        parts.append("Common to every run: " + ", ".join(f"`{k}={text(v)}`" for k, v in common.items()) + ".")
+    return Section("", parts)
+
+
+def results_table(study: Study) -> Table:
+    """A row per configuration: its values, its seed count, mean ± std [95% CI] per metric, its costs."""
+    seeds = any(len(row.runs) > 1 for row in study.rows)
+    header = [*study.columns, *(["n"] if seeds else []), *study.metrics, *(label for _, label in COSTS)]
+    body = []
+    for row in study.rows:
+        cells_ = [text(v) for v in row.values] + ([str(len(row.runs))] if seeds else [])
+        cells_ += [summary_text(row, m) for m in study.metrics]
+        cells_ += [_cost(row.mean(key, metric=False), key) for key, _ in COSTS]
+        body.append(cells_)
+    return Table(header, body, right_from=len(study.columns), id="results")
+
+
+def summary_text(row: Row, metric: str) -> str:
+    found = row.found(metric)
+    if not found:
+        return "–"
+    s = stats.summarize(found)
+    if s.std is None or s.ci is None:
+        return f"{s.mean:.3f}"
+    return f"{s.mean:.3f} ± {s.std:.3f} [{s.ci[0]:.3f}, {s.ci[1]:.3f}]"
+
+
+def best_lines(study: Study) -> list[str]:
+    lines = []
+    for metric in study.metrics:
+        scored = [(row.mean(metric), row) for row in study.rows if row.mean(metric) is not None]
+        if scored:
+            pick = min if lower_is_better(metric) else max
+            best, row = pick(scored, key=lambda item: item[0])
+            where = (
+                ", ".join(f"{c}={text(v)}" for c, v in zip(study.columns, row.values))
+                or "the only configuration"
+            )
+            lines.append(f"Best {metric}: {best:.4f} ({where}).")
+    if any(len(row.runs) > 1 for row in study.rows):
+        lines.append(
+            "± is the standard deviation over seeds, [ ] the 95% percentile-bootstrap interval of the mean "
+            "(with few seeds it spans little more than the seeds themselves)."
+        )
+    return lines
+
+
+def statistics_section(study: Study, grouped: Cells) -> Section:
+    metric, key = study.metrics[0], grouped.key
+    seeds = sorted({len(row.by_seed(metric)) for row in study.rows})
+    parts: list[str | Table] = [n_note(seeds)]
+    if study.baseline is not None:
+        parts.append(f"**Paired against `{key}={text(study.baseline)}`** on {metric}, seed by seed:")
+        parts.append(baseline_table(study, grouped))
+        parts.append(
+            "Δ is the mean per-seed difference (row − baseline) with its 95% bootstrap interval; p is "
+            f"two-sided, exact (sign-flip over seeds up to {stats.EXACT_MAX}, Wilcoxon signed-rank above), "
+            "and Holm's adjustment is over every comparison in this table."
+        )
+    parts.append(
+        f"**Wins, ties and losses** of each `{key}` (row) against each other (column) on {metric}: W when "
+        "the 95% bootstrap interval of the paired difference lies wholly on the better side of 0, L wholly "
+        "on the worse side, T otherwise."
+    )
+    parts += matrix_tables(grouped, metric)
+    parts.append(f"**Ranks** by mean {metric} in each cell (1 = best; ties share their mean rank):")
+    parts.append(rank_table(grouped, metric))
+    return Section("Statistics", parts)
+
+
+def n_note(seeds: list[int]) -> str:
+    """What the seed counts allow a test to show, said plainly."""
+    if not seeds or max(seeds) < 2:
+        return "One seed per configuration: no interval and no test is possible (run `seed=0,1,2`)."
+    n = min(seeds)
+    counts = f"n = {n} seeds" if len(seeds) == 1 else f"n = {min(seeds)}–{max(seeds)} seeds"
+    floor = stats.smallest_p(n)
+    if floor >= stats.ALPHA:
+        return (
+            f"{counts} per configuration. With {n} paired seeds the smallest two-sided p an exact test can "
+            f"give is {floor:.3f}, so no difference here can reach p < {stats.ALPHA}: "
+            f"{stats.seeds_for()} seeds are the fewest that can."
+        )
+    return f"{counts} per configuration; the smallest attainable two-sided p is {floor:.4f}."
+
+
+def baseline_table(study: Study, grouped: Cells) -> Table:
+    comparisons = against_baseline(grouped, study.baseline, study.metrics[0])
+    body = []
+    for c in comparisons:
+        r = c.result
+        ci = f"[{r.ci[0]:+.3f}, {r.ci[1]:+.3f}]" if r.ci else "–"
+        body.append(
+            [
+                grouped.label(c.cell),
+                text(c.value),
+                str(r.n),
+                f"{r.mean:+.3f}",
+                ci,
+                r.test,
+                _p(r.p),
+                _p(c.p_holm),
+                c.verdict(),
+            ]
+        )
+    header = ["cell", grouped.key, "n", "Δ", "95% CI", "test", "p", "p (Holm)", "verdict"]
+    return Table(header, body, right_from=2, id="baseline")
+
+
+def matrix_tables(grouped: Cells, metric: str) -> list[str | Table]:
+    values = grouped.values()
+    found: list[str | Table] = []
+    for cell, outcomes in win_matrix(grouped, metric).items():
+        present = [v for v in values if v in grouped.rows[cell]]
+        body = [[text(a), *(("·" if a == b else outcomes[(a, b)]) for b in present)] for a in present]
+        found += [f"*{grouped.label(cell)}*", Table([grouped.key, *map(text, present)], body, right_from=1)]
+    return found
+
+
+def rank_table(grouped: Cells, metric: str) -> Table:
+    ranked = ranks(grouped, metric)
+    order = sorted(ranked, key=lambda v: mean_rank(ranked[v]))
+    header = [grouped.key, *(grouped.label(cell) for cell in grouped.rows), "mean rank", "cells"]
+    body = [
+        [
+            text(v),
+            *(f"{ranked[v][cell]:g}" if cell in ranked[v] else "–" for cell in grouped.rows),
+            f"{mean_rank(ranked[v]):.2f}",
+            str(len(ranked[v])),
+        ]
+        for v in order
+    ]
+    return Table(header, body, right_from=1, id="ranks")
+
+
+def cost_section(study: Study, grouped: Cells, out: Path) -> Section:
+    """A cost table (results.json's parameters and training time, `attnx bench`'s inference time) and
+    one Pareto plot per cell."""
+    metric = study.metrics[0]
+    infer = f"infer ms @ N={study.bench_n}" if study.bench_n else None
+    header = ["cell", grouped.key, metric, "params", "train s", *([infer] if infer else [])]
+    body, images = [], []
+    for cell, by_value in grouped.rows.items():
+        points = []
+        for v, row in by_value.items():
+            costs = {
+                "params": row.mean("params", metric=False),
+                "train_seconds": row.mean("train_seconds", metric=False),
+                "infer_ms": (study.inference_ms or {}).get(v),
+            }
+            quality = row.mean(metric)
+            body.append(
+                [
+                    grouped.label(cell),
+                    text(v),
+                    "–" if quality is None else f"{quality:.3f}",
+                    _cost(costs["params"], "params"),
+                    _cost(costs["train_seconds"], "train_seconds"),
+                    *([_ms(costs["infer_ms"])] if infer else []),
+                ]
+            )
+            if quality is not None:
+                points.append((text(v), quality, costs))
+        path = pareto_plot(
+            grouped.label(cell), points, metric, out, text(study.highlight), infer or "inference ms"
+        )
+        if path:
+            images.append(Image(path, f"{grouped.label(cell)}: {metric} against cost"))
+    note = (
+        f"Inference ms: `attnx bench`'s forward time per mechanism as self-attention, N = {study.bench_n}."
+        if infer
+        else "Give `--bench bench.csv` (from `attnx bench`) to add inference time."
+    )
+    return Section("Cost", [Table(header, body, right_from=2, id="cost"), note, *images])
+
+
+def heatmaps(grouped: Cells) -> list[Image]:
+    """Per cell, one heatmap per value of the key: its first seed's test-end map of the first example
+    (the same input for every value, the split being seeded by the task alone)."""
+    images = []
+    for cell, by_value in grouped.rows.items():
+        for v, row in by_value.items():
+            path = heatmap_of(row)
+            if path is not None:
+                images.append(Image(path, f"{grouped.label(cell)}, {grouped.key}={text(v)}: {path.stem}"))
+    return images
+
+
+def heatmap_of(row: Row) -> Path | None:
+    runs = sorted(row.runs, key=lambda r: sort_key(value(r, "seed")))
+    for run in runs:
+        folder = Path(run["_path"]) / "attention_maps" / "test"
+        for kind in HEATMAP_KINDS:
+            found = sorted(folder.glob(f"{kind}*_0.png"))
+            if found:
+                return found[-1]
+    return None
+
+
+def failed_table(study: Study) -> Table | None:
+    if not study.unfinished:
+        return None
+    body = [
+        [
+            *(text(value(r, c)) for c in study.columns),
+            str(r.get("status")),
+            first_line(r.get("error")),
+            r["_path"],
+        ]
+        for r in study.unfinished
+    ]
+    return Table([*study.columns, "status", "error", "folder"], body, id="failed")
+
+
+def outcome(runs: list[dict[str, Any]]) -> str:
+    """`4/7 runs completed; 1 failed, 1 interrupted, 1 stale`."""
+    done = sum(r["status"] == "completed" for r in runs)
+    others = Counter(r["status"] for r in runs if r["status"] != "completed")
+    rest = ", ".join(f"{n} {state}" for state, n in sorted(others.items()))
+    return f"{done}/{len(runs)} runs completed" + (f"; {rest}" if rest else "")
+
+
+def _p(p: float | None) -> str:
+    return "–" if p is None else f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
+
+
+def _ms(v: float | None) -> str:
+    return "–" if v is None else f"{v:.2f}"
+
+
+def _cost(v: float | None, key: str) -> str:
+    if v is None:
+        return "–"
+    return f"{v:,.0f}" if key != "train_seconds" else f"{v:.1f}"
+
+
+def first_line(error: str | None) -> str:
+    line = next(iter((error or "").strip().splitlines()), "")
+    return line if len(line) <= 120 else line[:117] + "..."
