@@ -339,11 +339,7 @@ def with_matched_widths(
     matched: dict[tuple[str, str], Matched] = {}
     for task, spec in cfg.tasks.items():
         arms = list(dict.fromkeys(job.arm for job in jobs if job.task == task))
-        baseline = (
-            next(arm for arm in arms if arm.label == cfg.baseline)
-            if cfg.baseline in [a.label for a in arms]
-            else arms[0]
-        )
+        baseline = next((arm for arm in arms if arm.label == cfg.baseline), arms[0])
         found = match_widths(
             list(spec.overrides), list(spec.width), arms, baseline, cfg.protocol.param_tolerance, runs
         )
