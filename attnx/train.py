@@ -179,7 +179,7 @@ def _run(cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, signals: Si
         if trainer is not None:
             from attnx.track.loggers import finish_logging
 
-            finish_logging(trainer.loggers, completed=record["status"] == "completed")
+            finish_logging(trainer.loggers, record)
 
 
 def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any, Any]:

@@ -1,7 +1,8 @@
 """Shared test setup: one torch thread (small models run far faster that way on 2 shared cores), a fixed
 torch seed per test, torch's global flags restored after each test, and `gpu` tests skipped without one.
 
-Markers are registered in pyproject.toml; the tiny-run overrides and CLI helpers are in tiny.py.
+Markers are registered in pyproject.toml; the tiny-run overrides and CLI helpers are in tiny.py; the
+browser tests' `page` fixture and helpers in browser.py, a plugin here so that any test can ask for `page`.
 """
 
 import os
@@ -9,6 +10,8 @@ from collections.abc import Iterator
 
 import pytest
 import torch
+
+pytest_plugins = ["browser"]
 
 torch.set_num_threads(1)
 os.environ.setdefault("WANDB_MODE", "offline")

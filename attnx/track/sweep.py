@@ -4,6 +4,10 @@
 it counts the runs' statuses from their results.json files and prints `3 completed, 1 failed: see …`.
 `attnx train` exits non-zero when any run did not complete (`take_failed`).
 
+`RunNames`, a Hydra callback too, makes `hydra.job.override_dirname` (what W&B and TensorBoard name
+runs by) hold only the overrides that differ between a sweep's runs: `attention=dot`, not the dozen
+keys the command line sets to one value for every run.
+
 `watch_parent` runs in a launcher's worker process (joblib's loky workers, submitit_local's jobs). A
 worker outlives a sweep whose main process was killed with -9, idle, holding its memory; the watcher
 notices that its parent is gone and ends the worker: SIGTERM when a run is in progress (it saves a
@@ -22,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.experimental.callback import Callback
-from omegaconf import DictConfig
+from omegaconf import DictConfig, read_write
 
 from attnx.track.results import find_results, read_results, status
 
@@ -51,6 +55,24 @@ class SweepSummary(Callback):
         counts = ", ".join(f"{n} {state}" for state, n in order)
         where = f": see {bad[0]}" + (f" and {len(bad) - 1} more" if len(bad) > 1 else "") if bad else ""
         print(f"attnx: sweep {root}: {counts or 'no runs'}{where}", flush=True)
+
+
+class RunNames(Callback):
+    """Before a multirun launches: exclude from every job's `override_dirname` the keys that the sweep's
+    command line sets to one value, so that what is left is what distinguishes a run (the swept keys, an
+    experiment's or Optuna's parameters). It is Hydra's own `exclude_keys`, added to the overrides the
+    sweeper composes each job with (launchers that run jobs elsewhere get it in the job's config); keys
+    the user excludes stay excluded."""
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        parsed = OverridesParser.create().parse_overrides(list(config.hydra.overrides.task))
+        fixed = [o.key_or_group for o in parsed if not o.is_sweep_override()]
+        excluded = dict.fromkeys([*config.hydra.job.config.override_dirname.exclude_keys, *fixed])
+        keys = ",".join(f"'{key}'" for key in excluded)  # Hydra's grammar allows no quote in a key
+        with read_write(config.hydra.overrides):
+            config.hydra.overrides.hydra.append(f"hydra.job.config.override_dirname.exclude_keys=[{keys}]")
 
 
 def take_failed() -> int:
