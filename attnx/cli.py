@@ -22,6 +22,8 @@ COMMANDS = {
         "attnx.compare",
         "a candidate mechanism or score against the classic five on a suite of tasks: attention=NAME",
     ),
+    "dashboard": ("attnx.dashboard", "start TensorBoard on a sweep or run folder and print its URL"),
+    "sync": ("attnx.sync", "upload a sweep's offline W&B runs (wandb sync)"),
     "bench": ("attnx.bench", "time, memory and FLOPs of attention mechanisms vs sequence length"),
     "plugins": (
         "attnx.plugins",

@@ -263,6 +263,12 @@ CASES = [
     # train with a plan of jobs (hydra/sweeper=plan)
     ("train -m hydra/sweeper=plan hydra.sweeper.plan={missing}", "plan={missing}: cannot read it", None),
     ("train -m hydra/sweeper=plan hydra.sweeper.plan={notaplan}", "must be a list of jobs", None),
+    # dashboard, sync
+    ("dashboard {missing}", "no such folder: {missing}", None),
+    ("dashboard {runs} --port 70000", "argument --port: expected a port number from 0 to 65535", None),
+    ("sync {missing}", "no such folder: {missing}", None),
+    ("sync {empty_folder}", "no offline W&B runs under {empty_folder}", None),
+    ("sync", "the following arguments are required: dirs", None),
     # bench
     pytest.param(
         "bench --device cuda", "argument --device: 'cuda' is not available here", None, marks=NO_CUDA

@@ -1,12 +1,14 @@
 """Dashboards checked for real on one tiny 3-run sweep logged to CSV, TensorBoard and W&B (offline):
-TensorBoard's own server opened in headless Chromium, and W&B's offline run files read back record by
-record."""
+TensorBoard's own server opened in headless Chromium, W&B's offline run files read back record by
+record, and the commands that serve (`attnx dashboard`) and upload (`attnx sync`) them."""
 
 from __future__ import annotations
 
 import json
 import struct
 import sys
+import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,8 @@ from tensorboard.backend.event_processing.event_accumulator import EventAccumula
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from tiny import ONE_EPOCH, TINY, TINY_MODEL, TINY_RNN, results, sizes, train
 from wandb.proto import wandb_internal_pb2
+
+from attnx.cli import main as cli
 
 pytestmark = pytest.mark.e2e
 
@@ -128,6 +132,31 @@ def test_tensorboard_lists_the_sweep_by_overrides_and_compares_it_in_hparams(
         page.screenshot(path=tmp_path / "images.png")
 
 
+def test_attnx_dashboard_serves_the_sweep_and_prints_its_url(sweep: Path) -> None:
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/"
+    command = [
+        sys.executable,
+        "-m",
+        "attnx.cli",
+        "dashboard",
+        str(sweep),
+        "--port",
+        str(port),
+        "--host",
+        "127.0.0.1",
+    ]
+    with serve(command, url) as printed:
+        assert f"attnx dashboard: TensorBoard on {sweep} at {url} (Ctrl+C stops it)" in printed()
+        runs: list[str] = []
+        for _ in range(300):  # TensorBoard reads the folder after it answers: until it lists the runs
+            runs = json.load(urllib.request.urlopen(url + "data/runs", timeout=5))
+            if len(runs) == len(NAMES):
+                break
+            time.sleep(0.2)
+        assert runs == NAMES
+
+
 def wandb_records(path: Path) -> Iterator[Any]:
     """The records of a W&B run file (`run-<id>.wandb`) as wandb-core writes it, since wandb 0.31's Python
     package has no reader of its own: a 7-byte header (":W&B", magic, version), then LevelDB's log
@@ -203,3 +232,25 @@ def test_resume_auto_continues_the_same_wandb_run(offline: None, tmp_path: Path)
     assert first == second == (run / "wandb" / "attnx-run-id").read_text().strip()
     assert train(run, "logger=wandb", *TINY) == 0  # without resume=auto: trained afresh, a new W&B run
     assert run_ids(run)[2] != first
+
+
+def test_attnx_sync_hands_the_offline_runs_to_wandb_sync_after_checking_login_and_server(
+    sweep: Path, offline: None, monkeypatch: pytest.MonkeyPatch, capfd: pytest.CaptureFixture
+) -> None:
+    files = sorted(sweep.glob("*/wandb/offline-run-*/run-*.wandb"))
+    capfd.readouterr()
+    assert cli(["sync", str(sweep), "--dry-run"]) == 0  # wandb sync's own dry run: needs no login
+    said = "".join(capfd.readouterr())
+    assert "Would sync 3 run(s)" in said and all(f.name in said for f in files)
+
+    assert cli(["sync", str(sweep)]) == 2
+    (line,) = capfd.readouterr().err.splitlines()
+    assert (
+        line.startswith("attnx sync: not logged in to W&B: run `wandb login`") and "3 offline run(s)" in line
+    )
+
+    monkeypatch.setenv("WANDB_API_KEY", "k" * 40)
+    monkeypatch.setenv("WANDB_BASE_URL", "http://127.0.0.1:9")  # nothing listens: connection refused
+    assert cli(["sync", str(sweep)]) == 1
+    (line,) = capfd.readouterr().err.splitlines()
+    assert line.startswith("attnx sync: cannot reach the W&B server at http://127.0.0.1:9: ")

@@ -64,7 +64,7 @@ def test_help_lists_subcommands_without_heavy_imports() -> None:
     out = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "attnx.cli", "--help"], capture_output=True, text=True
     )
-    for command in ("train", "predict", "report", "bench", "plugins"):
+    for command in ("train", "predict", "report", "dashboard", "sync", "bench", "plugins"):
         assert command in out.stdout
     imported = {line.split("|")[-1].strip() for line in out.stderr.splitlines() if "|" in line}
     assert not {"torch", "lightning", "hydra"} & imported

@@ -43,6 +43,8 @@ LAYERS = {
     "attnx.compare_report": 4,
     "attnx.matching": 4,
     "attnx.bench": 4,
+    "attnx.dashboard": 4,
+    "attnx.sync": 4,
     "attnx.plugins": 4,
     "attnx.cli": 4,
 }

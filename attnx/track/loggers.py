@@ -8,7 +8,7 @@ logging its choices and overrides with its final metrics to the HParams plugin.
 W&B never stops a run for lack of a network: it logs offline unless the user is logged in (or asks
 otherwise), and an online run that cannot reach the server falls back to offline. A run keeps its W&B
 run id in its folder, so `resume=auto` continues the same W&B run. Offline runs sit in
-`<run folder>/wandb/offline-run-*` and are uploaded later with `wandb sync`.
+`<run folder>/wandb/offline-run-*` and are uploaded later with `attnx sync` (`wandb sync`).
 """
 
 from __future__ import annotations
