@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from browser import broken_images, page  # noqa: F401 - `page` is a fixture
+from browser import broken_images
 
 from attnx.cli import main as cli
 
@@ -134,7 +134,7 @@ def test_each_arm_trains_at_its_best_searched_rate_with_matched_parameters(
 @pytest.mark.browser
 def test_report_html_renders_every_figure_and_a_row_per_configuration(
     compared: tuple[Path, str],
-    page,  # noqa: F811 - the fixture imported from browser
+    page,
     tmp_path: Path,
 ) -> None:
     out, _ = compared
