@@ -9,7 +9,7 @@ import torch
 from omegaconf import OmegaConf, ValidationError
 
 from attnx.registry import available, config_class, registry
-from attnx.tasks.base import SPLITS, Batch, Task, padding_fraction
+from attnx.tasks.base import SPLITS, Batch, IndexBatchSampler, Task, padding_fraction
 from attnx.tasks.listops import OPERATORS
 from attnx.tasks.sentiment import NEGATIVE, NEGATORS, POSITIVE, polarity
 from attnx.tasks.synthetic import rows_in
@@ -115,6 +115,34 @@ def test_bucketing_groups_similar_lengths_and_stays_a_deterministic_shuffle() ->
     evaluation = [b.index for b in task.dataloader("val", bucketing=True)]
     lengths = torch.cat([task.splits["val"].length_key()[b] for b in evaluation])
     assert torch.equal(lengths, lengths.sort().values) and len(lengths) == len(task.splits["val"])
+
+
+@pytest.mark.parametrize("shuffle, bucketing", [(False, True), (True, False), (True, True)])
+@pytest.mark.parametrize("size, ranks", [(100, 2), (97, 3), (33, 2), (250, 4)])
+def test_ddp_ranks_share_each_batch_and_see_every_example_once(
+    shuffle: bool, bucketing: bool, size: int, ranks: int
+) -> None:
+    lengths = torch.randint(1, 30, (size,)) if bucketing else None
+
+    def sampler(rank: int = 0, replicas: int = 1) -> IndexBatchSampler:
+        chosen = IndexBatchSampler(size, 16, shuffle, 7, lengths, num_replicas=replicas, rank=rank)
+        chosen.POOL_BATCHES = 3  # several pools, each with its own short batch only in the last
+        chosen.set_epoch(2)
+        return chosen
+
+    shares = [list(sampler(rank, ranks)) for rank in range(ranks)]
+    assert {len(share) for share in shares} == {len(sampler(0, ranks))}  # DDP's collectives stay in step
+    seen = torch.cat([batch for share in shares for batch in share]).tolist()
+    assert sorted(seen) == list(range(size))  # each example once in the epoch: none repeated, none dropped
+    steps = [torch.cat(parts) for parts in zip(*shares)]
+    assert all(min(map(len, parts)) >= max(map(len, parts)) - 1 >= 0 for parts in zip(*shares))
+    alone = list(sampler())
+    if size % 16 >= ranks or size % 16 == 0:  # the ranks take one process's batches, step by step
+        assert [sorted(s.tolist()) for s in steps] == [sorted(b.tolist()) for b in alone]
+    else:  # a last batch of fewer examples than ranks joined the one before
+        assert len(steps) == len(alone) - 1 and max(map(len, steps)) == 16 + size % 16
+    with pytest.raises(ValueError, match="a split of 1 examples cannot be shared by 2 processes"):
+        IndexBatchSampler(1, 16, shuffle, seed=7, num_replicas=2)
 
 
 def test_padding_fraction_counts_each_batch_padded_to_its_longest() -> None:

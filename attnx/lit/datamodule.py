@@ -12,7 +12,11 @@ class TaskDataModule(pl.LightningDataModule):
     """The task's splits. Evaluation batches are always sorted by length (`IndexBatchSampler`): less
     padding to decode, and metrics do not depend on the order. Training batches are of similar
     lengths only with `bucketing`; random ones by default, as mixed lengths train faster on the
-    algorithmic tasks (benchmarks/README.md §9)."""
+    algorithmic tasks (benchmarks/README.md §9).
+
+    Under DDP each process loads its share of every batch (`IndexBatchSampler`'s `num_replicas` and
+    `rank`, from the Trainer): attnx's Trainer sets `use_distributed_sampler=False`, since Lightning's
+    `DistributedSampler` would shard the batches themselves, repeating some to even out the ranks."""
 
     def __init__(self, task: Task, bucketing: bool = False) -> None:
         super().__init__()
@@ -23,10 +27,15 @@ class TaskDataModule(pl.LightningDataModule):
         self.task.setup()
 
     def train_dataloader(self) -> DataLoader:
-        return self.task.dataloader("train", shuffle=True, bucketing=self.bucketing)
+        return self._loader("train", shuffle=True, bucketing=self.bucketing)
 
     def val_dataloader(self) -> DataLoader:
-        return self.task.dataloader("val", bucketing=True)
+        return self._loader("val", bucketing=True)
 
     def test_dataloader(self) -> DataLoader:
-        return self.task.dataloader("test", bucketing=True)
+        return self._loader("test", bucketing=True)
+
+    def _loader(self, split: str, shuffle: bool = False, bucketing: bool = False) -> DataLoader:
+        trainer = self.trainer  # None for a bare data module: one process
+        ranks = {"num_replicas": trainer.world_size, "rank": trainer.global_rank} if trainer else {}
+        return self.task.dataloader(split, shuffle=shuffle, bucketing=bucketing, **ranks)

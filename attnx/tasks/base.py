@@ -68,39 +68,68 @@ class IndexBatchSampler(Sampler[Tensor]):
     sorts the whole split. A shuffled order depends only on (seed, epoch), so resuming at an epoch
     boundary replays the same batches. Lightning calls `set_epoch` before each epoch; used bare,
     each pass advances it.
+
+    Under DDP (`num_replicas` processes, this one `rank`) every process builds the same global
+    batches and keeps its share of each, examples `rank`, `rank + num_replicas`, ... of the batch: a
+    `DistributedSampler`'s promise (each example once per epoch, on one process; none repeated, none
+    dropped) with the batches of a single process, so N processes take the optimiser steps one process
+    would with `batch_size`. Every rank gets as many batches as the others, which DDP's collectives
+    need: a last batch with fewer examples than processes joins the batch before it.
     """
 
     POOL_BATCHES = 100  # a pool sorts this many batches' examples: larger = less padding, less mixing
 
     def __init__(
-        self, size: int, batch_size: int, shuffle: bool, seed: int, lengths: Tensor | None = None
+        self,
+        size: int,
+        batch_size: int,
+        shuffle: bool,
+        seed: int,
+        lengths: Tensor | None = None,
+        num_replicas: int = 1,
+        rank: int = 0,
     ) -> None:
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} is not one of {num_replicas} processes")
+        if size < num_replicas:
+            raise ValueError(f"a split of {size} examples cannot be shared by {num_replicas} processes")
         self.size, self.batch_size, self.shuffle, self.seed = size, batch_size, shuffle, seed
         self.lengths = lengths
+        self.num_replicas, self.rank = num_replicas, rank
         self.epoch = 0
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __len__(self) -> int:
-        return math.ceil(self.size / self.batch_size)
+        short = self.size % self.batch_size
+        return math.ceil(self.size / self.batch_size) - (0 < short < self.num_replicas)
 
     def __iter__(self) -> Iterator[Tensor]:
+        for batch in self._global_batches():
+            yield batch[self.rank :: self.num_replicas]
+
+    def _global_batches(self) -> list[Tensor]:
         if not self.shuffle:
             order = torch.arange(self.size) if self.lengths is None else self.lengths.argsort(stable=True)
-            yield from order.split(self.batch_size)
-            return
+            return self._whole(list(order.split(self.batch_size)))
         generator = torch.Generator().manual_seed(derive_seed(self.seed, "shuffle", self.epoch))
         self.epoch += 1
         order = torch.randperm(self.size, generator=generator)
         if self.lengths is None:
-            yield from order.split(self.batch_size)
-            return
+            return self._whole(list(order.split(self.batch_size)))
         batches = []
         for pool in order.split(self.batch_size * self.POOL_BATCHES):
             batches += pool[self.lengths[pool].argsort(stable=True)].split(self.batch_size)
-        for i in torch.randperm(len(batches), generator=generator).tolist():
-            yield batches[i]
+        batches = self._whole(batches)
+        return [batches[i] for i in torch.randperm(len(batches), generator=generator).tolist()]
+
+    def _whole(self, batches: list[Tensor]) -> list[Tensor]:
+        """`batches` with a last one too small to give every process an example merged into the one
+        before (only the last batch of a split, or of its last pool, can be short)."""
+        if len(batches[-1]) < self.num_replicas:
+            batches[-2:] = [torch.cat(batches[-2:])]
+        return batches
 
 
 def padding_fraction(split: PaddedSplit, batches: Iterable[Tensor]) -> dict[str, float]:
@@ -181,9 +210,16 @@ class Task:
         return torch.Generator().manual_seed(derive_seed(self.seed, stream))
 
     def dataloader(
-        self, split: str, shuffle: bool = False, batch_size: int | None = None, bucketing: bool = False
+        self,
+        split: str,
+        shuffle: bool = False,
+        batch_size: int | None = None,
+        bucketing: bool = False,
+        num_replicas: int = 1,
+        rank: int = 0,
     ) -> DataLoader:
-        """Batches of one split, of similar lengths with `bucketing` (`IndexBatchSampler`). No workers:
+        """Batches of one split, of similar lengths with `bucketing` (`IndexBatchSampler`); under DDP
+        this process's share of each (`num_replicas` processes, this one `rank`). No workers:
         slicing in-memory tensors beats inter-process copies. Pinned on a CUDA machine, so the
         host-to-GPU copy can overlap compute (non_blocking)."""
         if split not in SPLITS:
@@ -191,7 +227,9 @@ class Task:
         self.setup()
         data = self.splits[split]
         lengths = data.length_key() if bucketing else None
-        sampler = IndexBatchSampler(len(data), batch_size or self.batch_size, shuffle, self.seed, lengths)
+        sampler = IndexBatchSampler(
+            len(data), batch_size or self.batch_size, shuffle, self.seed, lengths, num_replicas, rank
+        )
         pin = torch.cuda.is_available()
         return DataLoader(data, sampler=sampler, batch_size=None, collate_fn=_as_is, pin_memory=pin)
 
