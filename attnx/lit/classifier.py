@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
-from torchmetrics import MetricCollection
+from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from attnx.lit.module import AttnxModule
@@ -17,8 +17,13 @@ class ClassifierModule(AttnxModule):
     def __init__(self, spec: dict[str, Any]) -> None:
         super().__init__(spec)
         n = len(spec["classes"])
+        # the loss a torchmetrics Metric too: under DDP every metric is reduced over all ranks' examples
         metrics = MetricCollection(
-            {"acc": MulticlassAccuracy(n, average="micro"), "f1": MulticlassF1Score(n, average="macro")}
+            {
+                "loss": MeanMetric(),
+                "acc": MulticlassAccuracy(n, average="micro"),
+                "f1": MulticlassF1Score(n, average="macro"),
+            }
         )
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = metrics.clone(prefix="test/")
@@ -33,7 +38,8 @@ class ClassifierModule(AttnxModule):
     def _evaluate(self, batch: Batch, stage: str) -> None:
         logits, _ = self(batch)
         metrics = self.val_metrics if stage == "val" else self.test_metrics
-        metrics.update(logits, batch.label)
         size = len(batch.label)
-        self.log(f"{stage}/loss", self.loss(logits, batch), batch_size=size, prog_bar=stage == "val")
+        metrics["loss"].update(self.loss(logits, batch), weight=size)
+        metrics["acc"].update(logits, batch.label)
+        metrics["f1"].update(logits, batch.label)
         self.log_dict(metrics, batch_size=size, prog_bar=stage == "val")

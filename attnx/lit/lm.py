@@ -22,8 +22,10 @@ class LMModule(AttnxModule):
     def __init__(self, spec: dict[str, Any]) -> None:
         super().__init__(spec)
         vocab = len(spec["src_itos"])
+        # the loss a torchmetrics Metric too: under DDP every metric is reduced over all ranks' examples
         metrics = MetricCollection(
             {
+                "loss": MeanMetric(),  # per target position
                 "acc": MulticlassAccuracy(vocab, average="micro", ignore_index=PAD),
                 "exact_match": MeanMetric(),
             }
@@ -44,8 +46,8 @@ class LMModule(AttnxModule):
         logits, _ = self(batch)
         metrics = self.val_metrics if stage == "val" else self.test_metrics
         size = len(batch.src)
-        self.log(f"{stage}/loss", self.loss(logits, batch), batch_size=size, prog_bar=stage == "val")
         targets = batch.tgt != PAD
+        metrics["loss"].update(self.loss(logits, batch), weight=targets.sum().float())
         wrong = (logits.argmax(-1) != batch.tgt) & targets
         metrics["acc"].update(logits.flatten(0, 1), batch.tgt.flatten())
         metrics["exact_match"].update((~wrong.any(1)).float())

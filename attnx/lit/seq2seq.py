@@ -26,8 +26,11 @@ from attnx.vocab import PAD, Vocab
 class Seq2SeqModule(AttnxModule):
     def __init__(self, spec: dict[str, Any]) -> None:
         super().__init__(spec)
+        # every metric a torchmetrics Metric, the loss too: under DDP each is reduced over all ranks'
+        # examples when computed (torchmetrics' sync), so it is the split's whatever the number of ranks
         metrics = MetricCollection(
             {
+                "loss": MeanMetric(),  # per target token, as perplexity: log(perplexity)
                 "token_acc": MeanMetric(),
                 "exact_match": MeanMetric(),
                 "perplexity": Perplexity(ignore_index=PAD),
@@ -88,13 +91,13 @@ class Seq2SeqModule(AttnxModule):
         target = batch.tgt[:, 1:]
         metrics = self.val_metrics if stage == "val" else self.test_metrics
         size = len(batch.src)
-        self.log(f"{stage}/loss", self.loss(logits, batch), batch_size=size, prog_bar=stage == "val")
+        real = target != PAD
+        metrics["loss"].update(self.loss(logits, batch), weight=real.sum().float())
         metrics["perplexity"].update(logits, target)
 
         decoded = self.decode(batch.src, batch.src_len)
         width = target.shape[1]
         predicted = F.pad(decoded, (0, max(0, width - decoded.shape[1])), value=PAD)[:, :width]
-        real = target != PAD
         correct = (predicted == target) & real
         metrics["token_acc"].update(correct[real].float())
         exact = (correct.sum(1) == real.sum(1)).float()
