@@ -8,6 +8,9 @@ ended); 2 bad input, checked before training; 128+N a signal N.
 Plugins are discovered in `main` before Hydra composes anything, and again by `train` in every job:
 launchers that run jobs in other processes (joblib's loky workers, submitit) call the task function
 there, so a plugin's classes are registered in the process that builds its model.
+
+Under DDP every rank runs `train` (attnx.distributed); rank 0 alone takes the folder's lock and
+writes its files, and `results.json` records `world_size`.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from attnx import registry
+from attnx import distributed, registry
 from attnx.checks import validate
 from attnx.config import CONF_DIR, ConfigError, check_overrides, one_line, plain, search_path_override
 from attnx.models.build import resolve_score_name
@@ -108,6 +111,9 @@ def train(cfg: DictConfig) -> float | None:
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     output_dir = Path(cfg.paths.output_dir)
+    if distributed.rank() != 0:  # another rank of a DDP run: rank 0 holds the folder and writes its files
+        with Signals() as signals:
+            return _run(cfg, hc, output_dir, multirun, signals, lead=False)
     lock = RunLock(output_dir)
     try:
         lock.acquire()
@@ -127,31 +133,55 @@ def train(cfg: DictConfig) -> float | None:
         _save_config(cfg, hc, output_dir)
         with Signals() as signals:
             sweep.running(True)
-            return _run(cfg, hc, output_dir, multirun, signals)
+            return _run(cfg, hc, output_dir, multirun, signals, lead=True)
     finally:
         sweep.running(False)
         lock.release()
 
 
-def _run(cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, signals: Signals) -> float | None:
-    record: dict[str, Any] = {
-        "status": "running",
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "started": time.strftime("%Y-%m-%d %H:%M:%S"),
-        "overrides": list(hc.overrides.task),
+class Record(dict):
+    """A run's results.json record, written by the run's lead process (rank 0 under DDP) only."""
+
+    def __init__(self, output_dir: Path, lead: bool, /, **fields: Any) -> None:
+        super().__init__(fields)
+        self.output_dir, self.lead = output_dir, lead
+
+    def write(self) -> None:
+        if self.lead:
+            write_results(self.output_dir, self)
+
+    def write_last(self) -> None:
+        """The final record, even when the disk that failed the run fails this write too: then say so."""
+        try:
+            self.write()
+        except OSError as error:
+            folder, status = self.output_dir, self["status"]
+            log.error("could not record %s's end (%s) in results.json: %s", folder, status, error)
+
+
+def _run(
+    cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, signals: Signals, lead: bool
+) -> float | None:
+    record = Record(
+        output_dir,
+        lead,
+        status="running",
+        pid=os.getpid(),
+        host=socket.gethostname(),
+        started=time.strftime("%Y-%m-%d %H:%M:%S"),
+        overrides=list(hc.overrides.task),
         # registered names, not aliases as typed: `attention=bahdanau` is recorded as additive
-        "choices": {k: (cfg.get(k) or {}).get("name") for k in CHOICES},
-        "output_dir": str(output_dir),
-        "config": None,  # resolved in the try below: a bad interpolation is the user's error, recorded
-    }
+        choices={k: (cfg.get(k) or {}).get("name") for k in CHOICES},
+        output_dir=str(output_dir),
+        config=None,  # resolved in the try below: a bad interpolation is the user's error, recorded
+    )
     done = completed(output_dir) if cfg.resume == "auto" else None
     if done and _same_run(done["overrides"], record["overrides"]):
         log.info("resume=auto: %s already completed with these overrides, skipping", output_dir)
         return done["metrics"].get(cfg.optimized_metric)
     trainer = None
     try:
-        write_results(output_dir, record)
+        record.write()
         try:
             record["config"] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
             task, module, trainer = assemble(cfg, signals)
@@ -163,18 +193,18 @@ def _run(cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, signals: Si
                 record["choices"]["encoder"] = None
             record["model_type"] = task.model_type
         except (ConfigError, ValueError, registry.RegistryError, OmegaConfBaseException) as error:
-            return _fail(record, output_dir, error, multirun, user_error=True)
-        return _fit(cfg, task, module, trainer, record, output_dir)
+            return _fail(record, error, multirun, user_error=True)
+        return _fit(cfg, task, module, trainer, record)
     except Interrupted as error:
-        _interrupted(record, output_dir, error.signum, trainer)
+        _interrupted(record, error.signum, trainer)
         raise
     except SystemExit as error:  # Lightning's SIGTERMException: its loops raise it at an epoch boundary
         if signals.received is None:
             raise
-        _interrupted(record, output_dir, signals.received, trainer)
+        _interrupted(record, signals.received, trainer)
         raise Interrupted(signals.received) from error
     except Exception as error:  # a crashed run is recorded, never silently lost
-        return _fail(record, output_dir, error, multirun, user_error=False)
+        return _fail(record, error, multirun, user_error=False)
     finally:
         if trainer is not None:
             from attnx.track.loggers import finish_logging
@@ -196,6 +226,8 @@ def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any,
         except checkpoints.CheckpointError as error:
             raise ConfigError(f"ckpt_path={cfg.ckpt_path}: {error.reason}") from None
     torch.set_num_threads(cfg.threads)
+    # Lightning's DDP launch sets cpu_count / processes threads unless OMP_NUM_THREADS says otherwise
+    os.environ["OMP_NUM_THREADS"] = str(cfg.threads)
 
     import lightning.pytorch as pl
     from hydra.errors import InstantiationException
@@ -264,6 +296,9 @@ def _trainer(cfg: DictConfig, signals: Signals | None) -> Any:
         logger=loggers or False,
         enable_progress_bar=progress,
         plugins=plugins,
+        # the task's batch sampler gives each DDP rank its share (attnx.lit.datamodule): Lightning's
+        # DistributedSampler around it would shard whole batches, repeating some to even out the ranks
+        use_distributed_sampler=False,
     )
 
 
@@ -273,9 +308,7 @@ def checkpoint_dir(cfg: DictConfig) -> Path:
     return Path(configured or Path(cfg.paths.output_dir) / "checkpoints")
 
 
-def _fit(
-    cfg: DictConfig, task: Any, module: Any, trainer: Any, record: dict[str, Any], output_dir: Path
-) -> Any:
+def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) -> Any:
     from attnx.lit.checkpoints import check_writable, newest_good
     from attnx.lit.datamodule import TaskDataModule
     from attnx.track.loggers import start_logging
@@ -291,34 +324,42 @@ def _fit(
             then = f"resuming from {ckpt_path}" if ckpt_path else "no good checkpoint left: starting afresh"
             log.warning("resume=auto: skipped %s; %s", "; ".join(skipped), then)
     record["resumed_from"] = str(ckpt_path) if ckpt_path else None
-    write_results(output_dir, record)
-    start_logging(trainer.loggers, record["config"], tags=record["choices"].values())
-    started = time.perf_counter()
-    # weights_only=True, explicitly: TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD cannot then turn pickle execution on
-    trainer.fit(module, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
-    record["wall_seconds"] = time.perf_counter() - started
-    best = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
+    record["world_size"] = trainer.world_size
+    record.write()
+    if record.lead:  # the loggers write on rank 0 only
+        start_logging(trainer.loggers, record["config"], tags=record["choices"].values())
     metrics: dict[str, float] = {}
-    for result in trainer.validate(module, datamodule=data, ckpt_path=best, verbose=False, weights_only=True):
-        metrics.update(result)
-    if cfg.test:
-        for result in trainer.test(module, datamodule=data, ckpt_path=best, verbose=False, weights_only=True):
+    with distributed.local_ranks(trainer, cfg):
+        started = time.perf_counter()
+        # weights_only=True, explicitly: TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD cannot then turn pickle execution on
+        trainer.fit(module, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
+        record["wall_seconds"] = time.perf_counter() - started
+        best = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
+        evaluate = {"datamodule": data, "ckpt_path": best, "verbose": False, "weights_only": True}
+        for result in trainer.validate(module, **evaluate):
             metrics.update(result)
-        if hasattr(module, "by_length"):  # seq2seq: exact match against source length
-            record["by_length"] = module.by_length()
+        if cfg.test:
+            for result in trainer.test(module, **evaluate):
+                metrics.update(result)
+            if hasattr(module, "by_length"):  # seq2seq: exact match against source length
+                record["by_length"] = module.by_length()
     record.update(
         status="completed",
         error=None,
         metrics={k: float(v) for k, v in metrics.items()},
         params=module.num_parameters(),
         train_seconds=module.train_seconds,
-        samples_per_second=module.train_samples / module.train_seconds if module.train_seconds else None,
+        # every rank trains as many batches of about as many examples: this rank's rate times their number
+        samples_per_second=(
+            module.train_samples * trainer.world_size / module.train_seconds if module.train_seconds else None
+        ),
         epochs=trainer.current_epoch,
         steps=trainer.global_step,
         checkpoint=best,
     )
-    write_results(output_dir, record)
-    _print_summary(record)
+    record.write()
+    if record.lead:
+        _print_summary(record)
     if cfg.optimized_metric not in record["metrics"]:  # else an Optuna study fails every trial, quietly
         log.warning(
             "optimized_metric=%s is not a metric of this run; it has %s",
@@ -328,7 +369,7 @@ def _fit(
     return record["metrics"].get(cfg.optimized_metric)
 
 
-def _interrupted(record: dict[str, Any], output_dir: Path, signum: int, trainer: Any) -> None:
+def _interrupted(record: Record, signum: int, trainer: Any) -> None:
     """Record a run stopped by a signal, with the checkpoint it saved and how far it got."""
     saved = None
     if trainer is not None:
@@ -340,7 +381,7 @@ def _interrupted(record: dict[str, Any], output_dir: Path, signum: int, trainer:
         record.update(epochs=trainer.current_epoch, steps=trainer.global_step)
     name = signal.Signals(signum).name
     record.update(status="interrupted", error=f"interrupted by {name}", checkpoint=saved)
-    _write_last(output_dir, record)
+    record.write_last()
 
 
 def _save_config(cfg: DictConfig, hc: Any, output_dir: Path) -> None:
@@ -353,13 +394,12 @@ def _save_config(cfg: DictConfig, hc: Any, output_dir: Path) -> None:
     OmegaConf.save(hc.overrides.task, folder / "overrides.yaml")
 
 
-def _fail(
-    record: dict[str, Any], output_dir: Path, error: BaseException, multirun: bool, user_error: bool
-) -> float:
+def _fail(record: Record, error: BaseException, multirun: bool, user_error: bool) -> float:
     record.update(
         status="failed", error=f"{type(error).__name__}: {one_line(error)}", traceback=traceback.format_exc()
     )
-    _write_last(output_dir, record)
+    record.write_last()
+    output_dir = record.output_dir
     if os.environ.get("HYDRA_FULL_ERROR") == "1" and not multirun:
         raise error
     if multirun:
@@ -374,14 +414,6 @@ def _fail(
     if isinstance(error, (OSError, NonFiniteLoss)):  # the machine or the numbers, not a bug: no traceback
         raise RunFailed(f"run failed: {one_line(error)} (recorded in {output_dir}/results.json)") from error
     raise error
-
-
-def _write_last(output_dir: Path, record: dict[str, Any]) -> None:
-    """The final record, even when the disk that failed the run fails this write too: then say so."""
-    try:
-        write_results(output_dir, record)
-    except OSError as error:
-        log.error("could not record %s's end (%s) in results.json: %s", output_dir, record["status"], error)
 
 
 def _print_summary(record: dict[str, Any]) -> None:

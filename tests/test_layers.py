@@ -33,6 +33,7 @@ LAYERS = {
     "attnx.config": 4,
     "attnx.checks": 4,
     "attnx.train": 4,
+    "attnx.distributed": 4,
     "attnx.predict": 4,
     "attnx.report": 4,
     "attnx.runs": 4,

@@ -51,6 +51,11 @@ class Signals:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
 
+    def take(self, signum: int) -> None:
+        """Make this object's handler `signum`'s again, over one installed since `__enter__`."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signum, self._handle)
+
     def _handle(self, signum: int, frame: FrameType | None) -> None:
         if self.received is not None:
             return
