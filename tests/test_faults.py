@@ -138,6 +138,33 @@ def test_sigterm_between_epochs_is_recorded_like_one_at_a_batch_end(tmp_path: Pa
     assert stopped["steps"] == 63 == torch.load(stopped["checkpoint"], weights_only=True)["global_step"]
 
 
+def test_a_requeue_signal_is_handed_to_the_handler_before_once_the_run_has_saved_and_recorded(
+    tmp_path: Path,
+) -> None:
+    run, seen = tmp_path / "run", tmp_path / "seen"
+
+    def requeuer() -> None:  # what submitit installs for SIGUSR2: requeue the job, then exit
+        def requeue(signum: int, frame: object) -> None:
+            saved = (run / "checkpoints" / "last.ckpt").exists()
+            seen.write_text(f"{signal.Signals(signum).name} {record(run)['status']} {saved}")
+            sys.exit(-1)
+
+        signal.signal(signal.SIGUSR2, requeue)
+
+    usr2_after_first_epoch = [
+        f"+callbacks.signal._target_={__name__}.SignalAtEpochEnd",
+        "+callbacks.signal.epoch=0",
+        f"+callbacks.signal.signum={int(signal.SIGUSR2)}",
+    ]
+    args = ["train", *LONG, "trainer.max_epochs=3", *usr2_after_first_epoch, f"hydra.run.dir={run}"]
+    child = launch(args, tmp_path / "out", before=requeuer)
+    child.join(60)
+    assert seen.read_text() == "SIGUSR2 interrupted True", (tmp_path / "out").read_text()[-3000:]
+    stopped = record(run)
+    assert stopped["error"] == "interrupted by SIGUSR2" and stopped["steps"] > 63  # at a batch end
+    assert torch.load(stopped["checkpoint"], weights_only=True)["global_step"] == stopped["steps"]
+
+
 def test_a_second_run_in_a_busy_folder_is_refused_and_a_killed_run_is_listed_as_stale(
     tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:

@@ -8,8 +8,14 @@ own loops notice a SIGTERM first and raise `SIGTERMException`; attnx.train recor
 Outside the loops (building the data, say) there is nothing to save and the handler raises at once.
 A second signal while saving is ignored, as Lightning does for Ctrl+C.
 
-SIGUSR1/SIGUSR2, which SLURM can send before a time limit, are left to one owner: submitit, which
-requeues the job (attnx.train turns Lightning's own SLURM requeue off).
+The signal SLURM sends before a time limit (`--signal`, SIGUSR2 under submitit) has one owner:
+submitit, whose handler decides whether to requeue the job (a time-out counts against
+`max_num_timeout`, a pre-emption does not), requeues it and exits. Lightning's own SLURM requeueing is
+off (attnx.train passes `SLURMEnvironment(auto_requeue=False)`). Left alone, submitit's handler would
+exit wherever the signal lands, mid-step; so when a handler is already installed for SIGUSR1 or
+SIGUSR2, `Signals` takes that signal like SIGTERM (stop at the next batch end, save `last.ckpt`,
+record `interrupted`) and calls the installed handler once the run has stopped, on the way out of
+the `with` block. The requeued job continues from `last.ckpt` with `resume=auto`.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from types import FrameType
 from typing import Any
 
 HANDLED = (signal.SIGTERM, signal.SIGINT)
+HANDED_ON = (signal.SIGUSR1, signal.SIGUSR2)  # to the handler installed before, when there is one
 
 
 class Interrupted(BaseException):
@@ -44,12 +51,15 @@ class Signals:
 
     def __enter__(self) -> Signals:
         if threading.current_thread() is threading.main_thread():
-            self._previous = {s: signal.signal(s, self._handle) for s in HANDLED}
+            taken = [*HANDLED, *(s for s in HANDED_ON if callable(signal.getsignal(s)))]
+            self._previous = {s: signal.signal(s, self._handle) for s in taken}
         return self
 
     def __exit__(self, *exc: object) -> None:
         for signum, handler in self._previous.items():
             signal.signal(signum, handler)
+        if self.received in HANDED_ON and self.received in self._previous:
+            self._previous[self.received](self.received, None)  # submitit's: requeue, then exit
 
     def take(self, signum: int) -> None:
         """Make this object's handler `signum`'s again, over one installed since `__enter__`."""
