@@ -128,9 +128,32 @@ def check_overrides(argv: list[str]) -> None:
     multirun = "-m" in argv or "--multirun" in argv
     for job in covering_jobs(parsed) if multirun else [overrides]:
         try:
-            compose(job, require_values=len(overrides) == len(argv))
+            cfg = compose(job, require_values=len(overrides) == len(argv), return_hydra_config=multirun)
         except ConfigError as error:
             raise ConfigError(_slot_hint(str(error))) from None
+        if multirun:  # the launcher runs the jobs
+            check_slurm_tasks(cfg)
+
+
+SLURM_LAUNCHER = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
+
+
+def check_slurm_tasks(cfg: DictConfig) -> None:
+    """Under SLURM each process of a run is one task that srun starts (Lightning reads the ranks from
+    SLURM): a SLURM launcher must ask for `trainer.devices` tasks on each of `trainer.num_nodes` nodes."""
+    launcher, trainer = cfg.hydra.launcher, cfg.get("trainer") or {}
+    devices, nodes = trainer.get("devices", 1), trainer.get("num_nodes", 1)
+    if launcher.get("_target_") != SLURM_LAUNCHER or not isinstance(devices, int) or devices < 1:
+        return  # "auto" and device lists: Lightning decides on the node
+    for key, wanted, why in (
+        ("tasks_per_node", devices, "trainer.devices"),
+        ("nodes", nodes, "trainer.num_nodes"),
+    ):
+        if launcher.get(key) != wanted:
+            raise ConfigError(
+                f"hydra.launcher.{key}={launcher.get(key)} but {why}={wanted}: under SLURM each process of "
+                "a run is a task; use hydra/launcher=slurm_ddp, which sets both from the trainer"
+            )
 
 
 def check_plan(parsed: list[Any]) -> None:

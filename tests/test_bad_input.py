@@ -134,10 +134,21 @@ CASES = [
     (
         "train hydra/launcher=slurmx",
         "unknown hydra/launcher 'slurmx'; did you mean 'slurm'? available: basic, joblib, slurm, "
-        "submitit_local, submitit_slurm",
+        "slurm_ddp, submitit_local, submitit_slurm",
         None,
     ),
     ("train -m hydra/launcher=slurmx", "unknown hydra/launcher 'slurmx'", None),
+    # train: a SLURM launcher asks for one task per DDP process, checked before anything is submitted
+    (
+        "train -m hydra/launcher=slurm trainer=ddp_cpu attention=dot,additive",
+        "hydra.launcher.tasks_per_node=1 but trainer.devices=2: under SLURM each process of a run is a task",
+        None,
+    ),
+    (
+        "train -m hydra/launcher=slurm_ddp trainer=ddp_cpu trainer.num_nodes=2 hydra.launcher.nodes=1",
+        "hydra.launcher.nodes=1 but trainer.num_nodes=2",
+        None,
+    ),
     ("train logger=wandbx", "unknown logger 'wandbx'; did you mean 'wandb'? available: csv, many,", None),
     ("train -m logger=csv,wandbx", "unknown logger 'wandbx'", None),
     (
