@@ -153,7 +153,7 @@ CASES = [
     ("train -m logger=csv,wandbx", "unknown logger 'wandbx'", None),
     (
         "train trainer=cpux",
-        "unknown trainer 'cpux'; did you mean 'cpu'? available: cpu, ddp, default, gpu",
+        "unknown trainer 'cpux'; did you mean 'cpu'? available: cpu, ddp, ddp_cpu, default, gpu",
         None,
     ),
     ("train optim=adam", "unknown optim 'adam'; did you mean 'adamw'? available: adamw, sgd", None),
