@@ -108,6 +108,9 @@ def train(cfg: DictConfig) -> float | None:
     # Lightning logs through its own handler; propagating too would print every line twice.
     logging.getLogger("lightning.pytorch").propagate = False
     warnings.filterwarnings("ignore", message=".*LeafSpec.*")  # Lightning 2.6 on torch 2.13, not ours
+    # Lightning's advice to prefix the command with srun wherever srun exists: attnx reaches SLURM
+    # through its launcher (hydra/launcher=slurm), and a login node's local run is meant to be local
+    warnings.filterwarnings("ignore", message="The `srun` command is available on your system")
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     output_dir = Path(cfg.paths.output_dir)

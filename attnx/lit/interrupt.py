@@ -62,5 +62,5 @@ class SaveOnInterrupt(pl.Callback):
             isinstance(exception, Interrupted) and self._at_boundary
         )
         if at_boundary and trainer.state.fn == "fit":
-            trainer.save_checkpoint(self.path)
+            trainer.save_checkpoint(self.path, weights_only=False)  # all of it: the run goes on from here
             self.saved = str(self.path)
