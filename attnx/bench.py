@@ -531,7 +531,7 @@ def main(argv: list[str] | None = None) -> int:
     print(budget_table(by_case))
     for label, series in by_case.items():
         if series and over_budget(series):
-            print(f"attnx bench: {label} passes its memory budget at N={series[-1].n}", file=sys.stderr)
+            print(f"attnx bench: {label} exceeds its memory budget at N={series[-1].n}", file=sys.stderr)
     args.out.mkdir(parents=True, exist_ok=True)
     write_csv(args.out / "bench.csv", points)
     plot(args.out / "time.png", by_case, ("fwd_ms", "train_ms"), "time per call (ms)")
