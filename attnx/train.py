@@ -39,7 +39,7 @@ from attnx.config import CONF_DIR, ConfigError, check_overrides, one_line, plain
 from attnx.models.build import resolve_score_name
 from attnx.track import sweep
 from attnx.track.lock import RunFolderBusy, RunLock
-from attnx.track.results import completed, write_results
+from attnx.track.results import Record, completed
 from attnx.track.signals import Interrupted, Signals
 
 CHOICES = ("task", "encoder", "decoder", "attention", "score")  # recorded by registered name in results
@@ -142,31 +142,10 @@ def train(cfg: DictConfig) -> float | None:
         lock.release()
 
 
-class Record(dict):
-    """A run's results.json record, written by the run's lead process (rank 0 under DDP) only."""
-
-    def __init__(self, output_dir: Path, lead: bool, /, **fields: Any) -> None:
-        super().__init__(fields)
-        self.output_dir, self.lead = output_dir, lead
-
-    def write(self) -> None:
-        if self.lead:
-            write_results(self.output_dir, self)
-
-    def write_last(self) -> None:
-        """The final record, even when the disk that failed the run fails this write too: then say so."""
-        try:
-            self.write()
-        except OSError as error:
-            folder, status = self.output_dir, self["status"]
-            log.error("could not record %s's end (%s) in results.json: %s", folder, status, error)
-
-
 def _run(
     cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, signals: Signals, lead: bool
 ) -> float | None:
     record = Record(
-        output_dir,
         lead,
         status="running",
         pid=os.getpid(),

@@ -10,12 +10,14 @@ as live, and never miss it.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
 
 from attnx.track.lock import held
 
+log = logging.getLogger("attnx")
 RESULTS = "results.json"
 
 
@@ -39,6 +41,31 @@ def write_results(output_dir: str | Path, record: dict[str, Any]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, (json.dumps(record, indent=2, sort_keys=False, default=str) + "\n").encode())
     return path
+
+
+class Record(dict):
+    """A run's record, written into its `output_dir` field's folder by the run's lead process (rank 0
+    under DDP) only; the other ranks keep theirs in memory."""
+
+    def __init__(self, lead: bool, /, **fields: Any) -> None:
+        super().__init__(fields)
+        self.lead = lead
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self["output_dir"])
+
+    def write(self) -> None:
+        if self.lead:
+            write_results(self.output_dir, self)
+
+    def write_last(self) -> None:
+        """The final record, even when the disk that failed the run fails this write too: then say so."""
+        try:
+            self.write()
+        except OSError as error:
+            folder, status = self.output_dir, self["status"]
+            log.error("could not record %s's end (%s) in results.json: %s", folder, status, error)
 
 
 def read_results(path: str | Path) -> dict[str, Any]:
