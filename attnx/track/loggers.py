@@ -106,14 +106,18 @@ def tensorboard_logger(save_dir: str, name: str | None = None, **kwargs: Any) ->
     return RunTensorBoardLogger(save_dir, name=name, version="", default_hp_metric=False, **kwargs)
 
 
+def run_id_file(save_dir: str) -> Path:
+    return Path(save_dir) / "wandb" / RUN_ID_FILE
+
+
 def kept_run_id(save_dir: str) -> str | None:
     """The W&B run id that the run folder `save_dir` kept when its W&B run started (`keep_run_id`)."""
-    path = Path(save_dir) / "wandb" / RUN_ID_FILE
+    path = run_id_file(save_dir)
     return path.read_text().strip() if path.is_file() else None
 
 
 def keep_run_id(save_dir: str, run_id: str) -> None:
-    path = Path(save_dir) / "wandb" / RUN_ID_FILE
+    path = run_id_file(save_dir)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(run_id + "\n")
 
