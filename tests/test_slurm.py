@@ -21,13 +21,13 @@ from pathlib import Path
 
 import pytest
 from lightning.pytorch import Callback, LightningModule, Trainer
+from test_sweeps import EXPLODING
 from tiny import TINY, TINY_MODEL, TINY_RNN, results, sizes
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
 SWEEP_TIMEOUT_S = 400  # submitit waits for a job's result file: a job that died without one would hang it
-CLI = "import sys, attnx.cli; sys.exit(attnx.cli.main(sys.argv[1:]))"
 
 
 def default_partition() -> str | None:
@@ -80,7 +80,7 @@ def sweep(
     args = ["train", "-m", *queue, *overrides, f"hydra.sweep.dir={folder}"]
     try:
         return subprocess.run(
-            [sys.executable, "-c", CLI, *args],
+            [sys.executable, "-m", "attnx.cli", *args],
             cwd=cwd,
             env=env or dict(os.environ),
             capture_output=True,
@@ -129,7 +129,7 @@ def test_a_sweep_runs_as_slurm_array_tasks_and_reports(partition: str, tmp_path:
         assert job["ArrayJobId"] == task.split("_")[0] and job["BatchHost"]  # run by a slurmd
 
     report = subprocess.run(
-        [sys.executable, "-c", CLI, "report", str(folder)], capture_output=True, text=True, check=True
+        [sys.executable, "-m", "attnx.cli", "report", str(folder)], capture_output=True, text=True, check=True
     )
     assert "3/3 runs completed" in report.stdout
     assert "| none " in report.stdout and (folder / "report.md").exists()
@@ -150,23 +150,6 @@ class SlurmTraced(DotScore):
         with open({trace!r}, "a") as trace:
             trace.write(f"{{job}} {{task}}\\n")
 """
-# A score whose gradient always raises: its run crashes inside trainer.fit; in the launch folder's ./plugins.
-EXPLODING = """
-from attnx import register_score
-from attnx.nn.scores import DotScore
-
-
-@register_score("slurm_exploding")
-class SlurmExploding(DotScore):
-    def forward(self, query, keys):
-        scores = super().forward(query, keys)
-        if scores.requires_grad:
-            scores.register_hook(self.explode)
-        return scores
-
-    def explode(self, grad):
-        raise RuntimeError("boom inside a SLURM job")
-"""
 
 
 def test_plugins_are_found_inside_the_jobs_and_a_crash_leaves_its_siblings_complete(
@@ -174,19 +157,19 @@ def test_plugins_are_found_inside_the_jobs_and_a_crash_leaves_its_siblings_compl
 ) -> None:
     launch, extra, trace = tmp_path / "project", tmp_path / "extra", tmp_path / "trace.txt"
     (launch / "plugins").mkdir(parents=True)
-    (launch / "plugins" / "slurm_exploding.py").write_text(EXPLODING)
+    (launch / "plugins" / "exploding.py").write_text(EXPLODING)  # raises in the first backward
     extra.mkdir()
     (extra / "slurm_traced.py").write_text(TRACED.format(trace=str(trace)))
     env = os.environ | {"ATTNX_PLUGIN_PATH": f"{extra}:plugins"}  # ./plugins trusted by name
     folder = tmp_path / "sweep"
-    scores = "score=dot,slurm_traced,slurm_exploding"
+    scores = "score=dot,slurm_traced,exploding"
     done = sweep(partition, folder, "attention=dot", scores, *TINY_RNN, *TINY, cwd=launch, env=env)
     assert done.returncode == 1, done.stderr[-3000:]  # after every run has ended, since one failed
     assert f"2 completed, 1 failed: see {folder / '2' / 'results.json'}" in done.stdout
     by_score = {r["choices"]["score"]: r for r in results(folder)}
     assert by_score["dot"]["status"] == by_score["slurm_traced"]["status"] == "completed"
-    assert by_score["slurm_exploding"]["status"] == "failed"
-    assert "boom inside a SLURM job" in by_score["slurm_exploding"]["error"]
+    assert by_score["exploding"]["status"] == "failed"
+    assert "boom: this score always fails" in by_score["exploding"]["error"]
     array = jobs(folder)[0].split("_")[0]
     assert f"{array} 1" in trace.read_text().splitlines()  # built in array task 1, under slurmd
     assert slurm_job(f"{array}_2")["JobState"] == "COMPLETED"  # a crashed run is a finished job
