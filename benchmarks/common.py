@@ -9,9 +9,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import platform
+import subprocess
+import sys
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
@@ -105,3 +109,21 @@ def cycling(loop: PlainLoop, task: Any, batches: int) -> Callable[[], float]:
     model compared sees the same sequence lengths."""
     cycle = itertools.cycle(list(itertools.islice(task.dataloader("train"), batches)))
     return lambda: loop.step(next(cycle))
+
+
+def train_child(overrides: list[str], folder: Path) -> dict:
+    """One `attnx train` child process (of this checkout) run into `folder`, what it prints in
+    `<folder>.log`: its results.json, with its CPU seconds (the OS's account of the whole process)."""
+    command = [sys.executable, "-m", "attnx.cli", "train", *overrides, f"hydra.run.dir={folder}"]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]),
+    }
+    with open(folder.with_suffix(".log"), "w") as log:
+        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+        _, status, usage = os.wait4(child.pid, 0)
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"attnx train failed ({folder.with_suffix('.log')}): {' '.join(overrides)}")
+    record = json.loads((folder / "results.json").read_text())
+    record["cpu_seconds"] = usage.ru_utime + usage.ru_stime
+    return record

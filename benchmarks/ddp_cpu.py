@@ -1,22 +1,22 @@
 """Benchmark 12: DDP on CPU, `trainer=ddp_cpu` (2 gloo processes, 1 thread each) against one process.
 
-Whole `attnx train` processes of the same run (the default reverse model, dropout off so that both do the
-same arithmetic), one process and two taken in turn for --rounds rounds, so both meet the same load. The
-figures are results.json's training samples/s (the fit's batches only: start-up and evaluation excluded)
-and the largest relative difference of the validation metrics between the two.
+Whole `attnx train` processes of the same run (the default reverse model, dropout off so that both do
+the same arithmetic), one process and two taken in turn for --rounds rounds (who goes first alternating),
+so that a round's two runs meet about the same load. The figures: results.json's training samples/s (the
+fit's batches only: start-up and evaluation excluded), the median of per-round ratios, and the largest
+relative difference of the validation metrics between the runs.
 
-    python benchmarks/ddp_cpu.py [--rounds 3] [--devices 2]
+    python benchmarks/ddp_cpu.py [--rounds 6] [--devices 2]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+import common
 
 from attnx.table import markdown_table
 
@@ -34,47 +34,35 @@ RUN = [
 ]
 
 
-def run(overrides: list[str], folder: Path) -> dict:
-    """One `attnx train` process; its results.json."""
-    cli = "import sys, attnx.cli; sys.exit(attnx.cli.main(sys.argv[1:]))"
-    args = ["train", *RUN, *overrides, f"hydra.run.dir={folder}"]
-    subprocess.run([sys.executable, "-c", cli, *args], check=True, capture_output=True)
-    return json.loads((folder / "results.json").read_text())
-
-
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--rounds", type=int, default=3, help="runs of each, taken in turn")
+    p.add_argument("--rounds", type=int, default=6, help="runs of each, taken in turn")
     p.add_argument("--devices", type=int, default=2, help="DDP processes")
     args = p.parse_args()
     arms = {1: [], args.devices: ["trainer=ddp_cpu", f"trainer.devices={args.devices}"]}
     records: dict[int, list[dict]] = {n: [] for n in arms}
     with tempfile.TemporaryDirectory() as out:
         for r in range(args.rounds):
-            for n, overrides in arms.items():
-                records[n].append(run(overrides, Path(out) / f"{n}-{r}"))
+            for n in [*arms][r % 2 :] + [*arms][: r % 2]:  # who goes first alternates
+                records[n].append(common.train_child([*RUN, *arms[n]], Path(out) / f"{n}-{r}"))
     speed = {n: statistics.median(x["samples_per_second"] for x in rs) for n, rs in records.items()}
-    one = records[1][0]["metrics"]
+    base = records[1]
+    relative = {  # the median of per-round ratios
+        n: statistics.median(x["samples_per_second"] / y["samples_per_second"] for x, y in zip(rs, base))
+        for n, rs in records.items()
+    }
     drift = max(
         abs(x["metrics"][k] - v) / max(abs(v), 1e-12)
         for rs in records.values()
         for x in rs
-        for k, v in one.items()
+        for k, v in base[0]["metrics"].items()
         if k.startswith("val/")
     )
     header = ["processes", "world_size", "samples/s (median)", "vs 1 process", "val/exact_match"]
-    rows = []
-    for n, rs in records.items():
-        first = rs[0]
-        rows.append(
-            [
-                n,
-                first["world_size"],
-                round(speed[n]),
-                speed[n] / speed[1],
-                first["metrics"]["val/exact_match"],
-            ]
-        )
+    rows = [
+        [n, rs[0]["world_size"], round(speed[n]), relative[n], rs[0]["metrics"]["val/exact_match"]]
+        for n, rs in records.items()
+    ]
     print(markdown_table(header, rows))
     print(f"largest relative difference of a val/ metric from the first 1-process run: {drift:.1e}")
 

@@ -18,13 +18,11 @@ sequence accuracy and ends at 97.9% test sequence accuracy. Goal: <= 0.25x its t
 from __future__ import annotations
 
 import argparse
-import json
-import os
 import statistics
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
+
+import common
 
 REFERENCE = {
     "name": "Joey NMT 2.3.0 rnn_reverse (to 95% dev)",
@@ -55,23 +53,6 @@ def stop_at(metric: str, threshold: float) -> list[str]:
         "callbacks.attention_heatmaps=null",  # drawing figures is not training: the reference draws none
         "logger=csv",
     ]
-
-
-def run(overrides: list[str], folder: Path) -> dict:
-    """One `attnx train` child: its CPU seconds (the OS's account of it) and its results.json."""
-    command = [sys.executable, "-m", "attnx.cli", "train", *overrides, f"paths.output_dir={folder}"]
-    env = {
-        **os.environ,
-        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parents[1]), os.environ.get("PYTHONPATH", "")]),
-    }
-    with open(folder.with_suffix(".log"), "w") as log:
-        child = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-        _, status, usage = os.wait4(child.pid, 0)
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"attnx train failed ({folder.with_suffix('.log')}): {' '.join(overrides)}")
-    record = json.loads((folder / "results.json").read_text())
-    record["cpu_seconds"] = usage.ru_utime + usage.ru_stime
-    return record
 
 
 def row(
@@ -124,7 +105,7 @@ def main() -> None:
         for seed in args.seeds:
             folder = root / f"{name.replace(' ', '_')}-{seed}"
             folder.mkdir(parents=True, exist_ok=True)
-            r = run([*base, *overrides, f"seed={seed}"], folder)
+            r = common.train_child([*base, *overrides, f"seed={seed}"], folder)
             records.append(r)
             task = r["config"]["task"]
             steps_per_epoch = -(-task["train_size"] // task["batch_size"])
