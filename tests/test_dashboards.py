@@ -43,6 +43,7 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
             root / "sweep", "logger=many", f"attention={','.join(MECHANISMS)}", *TINY_RNN, *DRAWN, sweep=True
         )
     assert code == 0 and [r["status"] for r in results(root / "sweep")] == ["completed"] * 3
+    written()
     yield root / "sweep"
 
 
@@ -216,8 +217,17 @@ def offline(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv(name, str(tmp_path / name.lower()))
 
 
+def written() -> None:
+    """Wait until W&B's service has written and closed every run file: `wandb.finish` can return while
+    it still holds a run's records in its buffer (seen under load), and reading then finds none."""
+    import wandb
+
+    wandb.teardown()
+
+
 def run_ids(folder: Path) -> list[str]:
     """The run id of each offline W&B run in `folder`'s wandb/, oldest first."""
+    written()
     files = sorted(folder.glob("wandb/offline-run-*/run-*.wandb"))
     return [next(r.run.run_id for r in wandb_records(f) if r.HasField("run")) for f in files]
 
