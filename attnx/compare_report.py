@@ -21,9 +21,8 @@ from attnx.document import Image, Section, Table
 from attnx.figures import line_plot
 from attnx.matching import Matched
 from attnx.report_sections import Study, sections
-from attnx.runs import Row, text
+from attnx.runs import Row, read_run, text
 from attnx.significance import Cells, mean_rank, ranks, win_matrix
-from attnx.track.results import read_results
 
 METRIC, VAL_METRIC = "test/metric", "val/metric"
 
@@ -45,18 +44,14 @@ class CompareStudy:
 
 
 def records(folder: Path, jobs: list[Job], cfg: DictConfig, metric_of: Any) -> list[dict[str, Any]]:
-    """Job i's record (any status) from `folder/i`, labelled, with its task's metric as `metric_of`'s key."""
+    """Job i's record from `folder/i` (`runs.read_run`: any status, or none, unreadable or invalid, with
+    why), labelled, a completed one with its task's metric as `metric_of`'s key."""
     found = []
     for i, job in enumerate(jobs):
-        path = folder / str(i) / "results.json"
-        try:
-            record = read_results(path)
-        except ValueError:
-            record = {"status": "not run", "error": f"no readable {path}", "overrides": []}
-        record["_path"] = str(path.parent)
+        record = read_run(folder / str(i))
         record["labels"] = {"task": job.task, "mechanism": job.arm.label, "optim.lr": job.lr}
         key, metric = metric_of(job)
-        if metric in record.get("metrics", {}):
+        if record["status"] == "completed" and metric in record["metrics"]:
             record["metrics"] = {**record["metrics"], key: record["metrics"][metric]}
         found.append(record)
     report.mark_stale(found)

@@ -7,7 +7,9 @@ values of one key within each cell of the other columns: `--baseline attention=a
 every row with the cell's additive row seed by seed (mean difference, exact test, Holm across the
 comparisons), and for the same key (`attention` when no baseline is given) a win/tie/loss matrix and
 a rank table across cells. `--bench bench.csv` joins `attnx bench`'s inference time at one N to the
-costs. Runs that did not complete are listed apart with their status and error.
+costs. Every run folder found is listed (`attnx.track.results.find_runs`: a folder holding results.json,
+`.hydra/` or run.lock); one that is not in the tables says why: no record, an unreadable one (where it
+breaks), an invalid one (a metric that is not a finite number), or a run that did not complete.
 
 Writes report.md (with PNG figures beside it), report.csv and report.html (the same, one
 self-contained page), and prints the table. `--select optim.lr` reports each configuration at its
@@ -24,10 +26,10 @@ from typing import Any
 from attnx import stats
 from attnx.cli import ArgumentParser
 from attnx.document import Image, Section, Table, markdown, page
-from attnx.report_sections import COSTS, Study, failed_table, first_line, outcome, sections
+from attnx.report_sections import COSTS, Study, first_line, left_out_table, outcome, sections
 from attnx.runs import default_metrics, group, is_numeric, load, select, swept_columns, text, value
 from attnx.table import markdown_table
-from attnx.track.results import status
+from attnx.track.results import RUN_FOLDER, status
 
 
 def main(argv: list[str]) -> int:
@@ -67,26 +69,28 @@ def main(argv: list[str]) -> int:
     missing = [str(d) for d in args.dirs if not d.is_dir()]
     if missing:
         return _refuse(f"no such folder: {', '.join(missing)}")
+    out = args.out or args.dirs[0]
+    blocked = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    if blocked is not None:
+        return _refuse(f"--out {out}: {blocked} is a file, not a folder")
     runs = load(args.dirs)
     if not runs:  # a folder without runs is a mistyped path, as much as a missing one
-        return _refuse(f"no readable results.json under {', '.join(map(str, args.dirs))}")
+        return _refuse(f"no run folder under {', '.join(map(str, args.dirs))} ({RUN_FOLDER})")
     mark_stale(runs)
-    columns = swept_columns(runs)
+    readable = [r for r in runs if not r.get("_lost")]  # a lost run's overrides are all it has
+    columns = swept_columns(readable)
     done = [r for r in runs if r.get("status") == "completed"]
     metrics = [m for item in args.metric for m in item.split(",")] if args.metric else default_metrics(done)
-    measured = sorted({m for r in done for m in r.get("metrics", {})})
+    measured = sorted({m for r in done for m in r["metrics"]})
     absent = [m for m in metrics if m not in measured]
     if args.metric and done and absent:
         return _refuse(f"--metric {absent[0]}: no run has it; metrics: {', '.join(measured)}")
-    numeric = [c for c in columns if is_numeric([value(r, c) for r in runs])]
-    xs = args.x or numeric
-    unknown = [x for x in xs if x not in numeric]
-    if unknown:
-        return _refuse(
-            f"--x {unknown[0]} is not a swept numeric key; swept: {', '.join(numeric) or '(none)'}"
-        )
-    if args.select is not None and args.select not in columns:
-        return _refuse(f"--select {args.select} is not a swept key; swept: {', '.join(columns) or '(none)'}")
+    numeric = [c for c in columns if is_numeric([value(r, c) for r in readable])]
+    panels = [p for item in args.panel or [] for p in item.split(",")]
+    by = args.by or metrics[0].replace("test/", "val/", 1)
+    refused = unknown_key(args, panels, by, columns, numeric, measured)
+    if refused:
+        return _refuse(refused)
     try:
         key, baseline = parse_baseline(args.baseline, runs, columns)
         inference = read_bench(args.bench, args.bench_n) if args.bench else None
@@ -94,7 +98,7 @@ def main(argv: list[str]) -> int:
         return _refuse(str(error))
     rows = group(done, columns)
     if args.select is not None:
-        rows = select(rows, columns, args.select, args.by or metrics[0].replace("test/", "val/", 1))
+        rows = select(rows, columns, args.select, by)
     study = Study(
         runs,
         columns,
@@ -106,9 +110,7 @@ def main(argv: list[str]) -> int:
         inference_ms=inference[1] if inference else None,
         bench_n=inference[0] if inference else None,
     )
-    out = args.out or args.dirs[0]
-    panels = [p for item in args.panel or [] for p in item.split(",")]
-    parts = sections(study, out, xs, panels)
+    parts = sections(study, out, args.x or numeric, panels)
     written = write(study, out, parts)
     for table in (
         t for s in parts for t in s.parts if isinstance(t, Table) and t.id in ("results", "baseline")
@@ -123,11 +125,31 @@ def _refuse(message: str) -> int:
 
 
 def _finish(study: Study, written: list[Path]) -> int:
-    failed = failed_table(study)
-    if failed:
-        print(f"runs that did not complete:\n{markdown_table(failed.header, failed.body)}\n")
+    left_out = left_out_table(study)
+    if left_out:  # the header scripts split on; it lists lost and invalid records too
+        print(f"runs that did not complete:\n{markdown_table(left_out.header, left_out.body)}\n")
     print(f"{outcome(study.runs)}; wrote {', '.join(map(str, written))}")
     return 0
+
+
+def unknown_key(
+    args: Any, panels: list[str], by: str, columns: list[str], numeric: list[str], measured: list[str]
+) -> str | None:
+    """The first option that names a key the runs do not have, as a refusal naming those they do."""
+    swept = ", ".join(columns) or "(none)"
+    unplottable = [x for x in args.x or [] if x not in numeric]
+    if unplottable:
+        return f"--x {unplottable[0]} is not a swept numeric key; swept: {', '.join(numeric) or '(none)'}"
+    unknown = [p for p in panels if p not in columns]
+    if unknown:
+        return f"--panel {unknown[0]} is not a swept key; swept: {swept}"
+    if args.select is not None and args.select not in columns:
+        return f"--select {args.select} is not a swept key; swept: {swept}"
+    if args.by is not None and args.select is None:
+        return f"--by ranks --select's choice: give --select too (--by {args.by})"
+    if args.select is not None and measured and by not in measured:
+        return f"--by {by}: no completed run has it; metrics: {', '.join(measured)}"
+    return None
 
 
 def mark_stale(runs: list[dict[str, Any]]) -> None:
@@ -207,7 +229,7 @@ def write_csv(path: Path, study: Study) -> None:
                 + [row.mean(key, metric=False) for key in costs]
                 + ["", " ".join(r["_path"] for r in row.runs)]
             )
-        for run in study.unfinished:
+        for run in study.left_out:
             writer.writerow(
                 [*(value(run, c) for c in study.columns), run.get("status"), 1]
                 + [""] * (4 * len(metrics) + len(costs))

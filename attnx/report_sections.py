@@ -1,11 +1,14 @@
 """The sections of an `attnx report`: results with bootstrap intervals, the statistics of one compared
-key within cells (`attnx.significance`), cost with Pareto plots, figures and heatmaps, failures. A
+key within cells (`attnx.significance`), cost with Pareto plots, figures and heatmaps, and every run
+folder found, with why any was left out of them (`attnx.runs`: no record, unreadable, invalid, not
+completed). A
 `Study` says what they are made of; `sections` turns it into `attnx.document` parts that `attnx.report`
 writes as Markdown, CSV and one HTML page, and `attnx.compare_report` wraps with its ranking.
 """
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +19,7 @@ from attnx.document import Image, Section, Table
 from attnx.figures import length_plot, line_plot, pareto_plot
 from attnx.runs import NOT_SWEPT, Row, lower_is_better, overrides, sort_key, text, value
 from attnx.significance import Cells, against_baseline, cells, mean_rank, ranks, win_matrix
+from attnx.track.results import RUN_FOLDER
 
 COSTS = (("params", "params"), ("train_seconds", "train s"), ("samples_per_second", "samples/s"))
 HEATMAP_KINDS = ("cross", "pooling", "self_layer")  # the map a row shows: its site's, else the last layer's
@@ -37,7 +41,8 @@ class Study:
     highlight: Any = None  # the key's value to mark (a candidate)
 
     @property
-    def unfinished(self) -> list[dict[str, Any]]:
+    def left_out(self) -> list[dict[str, Any]]:
+        """The runs no table, statistic or figure shows: not completed, or without a valid record."""
         return [r for r in self.runs if r.get("status") != "completed"]
 
     def cells(self) -> Cells | None:
@@ -45,7 +50,7 @@ class Study:
 
 
 def sections(study: Study, out: Path, xs: list[str], panels: list[str]) -> list[Section]:
-    """The report: its results, statistics, costs, figures and failures, in that order."""
+    """The report: its results, statistics, costs, figures and run folders, in that order."""
     out.mkdir(parents=True, exist_ok=True)
     grouped = study.cells()
     found = [intro(study), Section("Results", [results_table(study), *best_lines(study)])]
@@ -71,17 +76,15 @@ def sections(study: Study, out: Path, xs: list[str], panels: list[str]) -> list[
         images += heatmaps(grouped)
     if images:
         found.append(Section("Figures", images))
-    failed = failed_table(study)
-    if failed:
-        found.append(Section("Runs that did not complete", [failed]))
+    found.append(folders_section(study))
     return found
 
 
 def intro(study: Study) -> Section:
-    runs = study.runs
+    runs = [r for r in study.runs if not r.get("_lost")] or study.runs
     common = {k: v for k, v in overrides(runs[0]).items() if k not in study.columns and k not in NOT_SWEPT}
     common = {k: v for k, v in common.items() if all(overrides(r).get(k) == v for r in runs)}
-    parts = [f"{outcome(runs)}."]
+    parts = [f"{outcome(study.runs)}."]
     if common:
         parts.append("Common to every run: " + ", ".join(f"`{k}={text(v)}`" for k, v in common.items()) + ".")
     return Section("", parts)
@@ -282,8 +285,26 @@ def heatmap_of(row: Row) -> Path | None:
     return None
 
 
-def failed_table(study: Study) -> Table | None:
-    if not study.unfinished:
+def folders_section(study: Study) -> Section:
+    """Every run folder found: the completed ones by name, then each one left out with why."""
+    paths = [r["_path"] for r in study.runs]
+    root = os.path.commonpath(paths) if len(paths) > 1 else os.path.dirname(paths[0])
+    done = [f"`{os.path.relpath(r['_path'], root)}`" for r in study.runs if r["status"] == "completed"]
+    parts: list[str | Table | Image] = [
+        f"{len(paths)} run folders under `{root}` ({RUN_FOLDER}). "
+        f"Completed, in the tables and figures: {len(done)}" + (f" ({', '.join(done)})." if done else ".")
+    ]
+    table = left_out_table(study)
+    if table is not None:
+        parts += [
+            f"Left out of every table, ranking, statistic and figure: {len(table.body)}, with why.",
+            table,
+        ]
+    return Section("Run folders", parts)
+
+
+def left_out_table(study: Study) -> Table | None:
+    if not study.left_out:
         return None
     body = [
         [
@@ -292,9 +313,9 @@ def failed_table(study: Study) -> Table | None:
             first_line(r.get("error")),
             r["_path"],
         ]
-        for r in study.unfinished
+        for r in study.left_out
     ]
-    return Table([*study.columns, "status", "error", "folder"], body, id="failed")
+    return Table([*study.columns, "status", "why", "folder"], body, id="left_out")
 
 
 def outcome(runs: list[dict[str, Any]]) -> str:
@@ -319,6 +340,6 @@ def _cost(v: float | None, key: str) -> str:
     return f"{v:,.0f}" if key != "train_seconds" else f"{v:.1f}"
 
 
-def first_line(error: str | None) -> str:
-    line = next(iter((error or "").strip().splitlines()), "")
+def first_line(error: Any) -> str:
+    line = next(iter(str(error or "").strip().splitlines()), "")
     return line if len(line) <= 120 else line[:117] + "..."

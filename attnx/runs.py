@@ -3,19 +3,25 @@
 A configuration is the tuple of values that differ between runs (task, encoder, attention, score and
 every other swept key, read from each run's overrides). Runs that differ only by `seed` are its
 repeats, one per seed. Light on purpose: reads JSON, never imports torch.
+
+Every run folder (`attnx.track.results.find_runs`) gives a record: a folder without a readable
+results.json gets one too, `no record` or `unreadable`, with its configuration from `.hydra/` where it
+has one; a completed record that holds what no table can show (a NaN or infinite metric, a string or a
+list where a number belongs, no metrics) is `invalid`. Each says why in its `error`, so a report lists
+it and never ranks it.
 """
 
 from __future__ import annotations
 
 import functools
 import json
+import math
 import statistics
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnx.track.results import find_results, read_results
+from attnx.track.results import RESULTS, Unreadable, find_runs, read_results
 
 # resolved choices: a default score has a name here
 CHOICES = ("task", "encoder", "decoder", "attention", "score")
@@ -26,6 +32,7 @@ DEFAULT_METRICS = {
     "lm": ("test/acc", "test/exact_match"),
 }
 LOWER_IS_BETTER = ("loss", "perplexity", "per", "wer")
+NUMBERS = ("params", "train_seconds", "samples_per_second")  # record fields the tables average
 
 
 @dataclass
@@ -57,19 +64,96 @@ class Row:
         return seeds
 
 
-def load(dirs: list[Path], prog: str = "attnx report") -> list[dict[str, Any]]:
-    """Every run record under `dirs`, with its folder as `_path`; each file that is not a JSON object
-    is named in one stderr line and skipped, so one damaged run never hides the others."""
-    runs = []
-    for folder in dirs:
-        for path in find_results(folder):
-            try:
-                record = read_results(path)
-            except ValueError as error:  # read_results names the file and what is wrong with it
-                print(f"{prog}: skipping {error}", file=sys.stderr)
-                continue
-            runs.append(record | {"_path": str(path.parent)})
-    return runs
+def load(dirs: list[Path]) -> list[dict[str, Any]]:
+    """A record (`read_run`) for every run folder under `dirs`, each folder once."""
+    folders: dict[Path, Path] = {}
+    for root in dirs:  # DIRs that overlap name a folder once, as the first DIR found it
+        for folder in find_runs(root):
+            folders.setdefault(folder.resolve(), folder)
+    return [read_run(folder) for folder in folders.values()]
+
+
+def read_run(folder: Path) -> dict[str, Any]:
+    """`folder`'s record with the folder as `_path`: its results.json, checked (`_shape`, and `_values`
+    for a completed run); when it has none, or none readable, or one no table can show, a record saying
+    so (module doc)."""
+    path = folder / RESULTS
+    try:
+        record = read_results(path) if path.exists() else None
+    except Unreadable as error:
+        return _lost(folder, "unreadable", f"{RESULTS}: {error.reason}")
+    if record is None:
+        return _lost(
+            folder, "no record", f"no {RESULTS} (the run stopped before writing it, or it was removed)"
+        )
+    why = _shape(record)
+    if why is not None:  # its configuration cannot be read either
+        return _lost(folder, "invalid", why)
+    why = _values(record) if record.get("status") == "completed" else None
+    return record | {"_path": str(folder)} | ({"status": "invalid", "error": why} if why else {})
+
+
+def _lost(folder: Path, status: str, why: str) -> dict[str, Any]:
+    """A record for a run folder that has none to show (`_lost`): its status, why, and the overrides it
+    saved in `.hydra/` as it started (none when they cannot be read)."""
+    import yaml
+
+    try:
+        given = yaml.safe_load((folder / ".hydra" / "overrides.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        given = []
+    given = given if _shape({"overrides": given}) is None else []
+    return {"status": status, "error": why, "overrides": given, "_path": str(folder), "_lost": True}
+
+
+def _shape(record: dict[str, Any]) -> str | None:
+    """Overrides that are not a list of strings Hydra parses, or a choices or config that is no mapping."""
+    given = record.get("overrides", [])
+    if not isinstance(given, list) or not all(isinstance(o, str) for o in given):
+        return f"overrides is {_shown(given)}, not a list of strings"
+    try:
+        overrides(record)
+    except Exception as error:  # Hydra's parser raises its own exception types
+        return f"overrides do not parse: {str(error).strip().splitlines()[0]}"
+    return next(
+        (
+            f"{key} is a {_kind(record[key])}, not a mapping"
+            for key in ("choices", "config")
+            if not isinstance(record.get(key, {}), dict)
+        ),
+        None,
+    )
+
+
+def _values(record: dict[str, Any]) -> str | None:
+    """Metrics, by-length curves and the costs the tables average that are not finite numbers, or none."""
+    if "metrics" not in record:
+        return "no metrics"
+    for key in ("metrics", "by_length"):
+        if not isinstance(record.get(key, {}), dict):
+            return f"{key} is a {_kind(record[key])}, not a mapping"
+    numbers = [*record["metrics"].items(), *((k, record[k]) for k in NUMBERS if record.get(k) is not None)]
+    for name, curve in record.get("by_length", {}).items():
+        if not isinstance(curve, dict) or not all(str(n).isdigit() for n in curve):
+            return f"by_length.{name} is {_shown(curve)}, not lengths to numbers"
+        numbers += [(f"by_length.{name}.{n}", v) for n, v in curve.items()]
+    return next((f"{name} is {why}" for name, v in numbers if (why := _not_a_number(v))), None)
+
+
+def _not_a_number(v: Any) -> str | None:
+    if isinstance(v, bool) or not isinstance(v, int | float):
+        return f"{_shown(v)} (a {_kind(v)}, not a number)"
+    return None if math.isfinite(v) else json.dumps(v)  # NaN, Infinity, -Infinity
+
+
+def _kind(v: Any) -> str:
+    kinds = {str: "string", list: "list", dict: "mapping", bool: "boolean", type(None): "null"}
+    return kinds.get(type(v), type(v).__name__)
+
+
+def _shown(v: Any) -> str:
+    shown = json.dumps(v, default=str)
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 def overrides(run: dict[str, Any]) -> dict[str, Any]:
@@ -92,8 +176,8 @@ def value(run: dict[str, Any], key: str) -> Any:
     config entry, else the override as written (a config group such as `logger=many`, or `experiment=x`)."""
     if key in run.get("labels", {}):
         return run["labels"][key]
-    if key in CHOICES:
-        return run.get("choices", {}).get(key)
+    if key in CHOICES and "choices" in run:  # a record without them (a lost run's): its overrides
+        return run["choices"].get(key)
     node: Any = run.get("config", {})
     for part in key.split("."):
         node = node.get(part) if isinstance(node, dict) else None

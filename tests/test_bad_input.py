@@ -246,7 +246,11 @@ CASES = [
     ("predict input=1", "missing ckpt", None),
     ("predict ckpt={rnn} input=1", "broken.py failed to import", "broken"),
     # report
-    ("report {empty_folder}", "no readable results.json under {empty_folder}", None),
+    ("report {empty_folder}", "no run folder under {empty_folder}", None),
+    ("report {runs} --panel nope", "--panel nope is not a swept key; swept: (none)", None),
+    ("report {runs} --select seed", "--select seed is not a swept key", None),
+    ("report {runs} --by val/loss", "--by ranks --select's choice: give --select too", None),
+    ("report {runs} --out {notaplan}", "--out {notaplan}: {notaplan} is a file, not a folder", None),
     ("report {missing}", "no such folder: {missing}", None),
     ("report {runs} --metric nope", "--metric nope: no run has it; metrics: test/exact_match", None),
     ("report {runs} --metric test/exact_match,val/nope", "--metric val/nope: no run has it", None),
@@ -382,21 +386,26 @@ def test_unknown_input_tokens_are_a_warning(files: dict[str, str], capfd: pytest
     assert err.strip() == "attnx predict: warning: read as <unk>, unknown to the model: zz, qq"
 
 
-def test_report_skips_each_unreadable_file_and_builds_from_the_rest(
+def test_report_lists_each_unreadable_file_and_builds_from_the_rest(
     files: dict[str, str], tmp_path: Path, capfd: pytest.CaptureFixture
 ) -> None:
-    for name, text in {"list": "[1, 2]", "string": '"x"', "truncated": '{"status": '}.items():
+    why = {
+        "list": "a JSON list, not a run record",
+        "string": "a JSON str, not a run record",
+        "truncated": "ends at line 1, mid-record (truncated?)",
+        "garbled": "not valid JSON at line 1, column 2: Expecting property name enclosed in double quotes",
+    }
+    texts = {"list": "[1, 2]", "string": '"x"', "truncated": '{"status": ', "garbled": "{status}"}
+    for name, text in texts.items():
         (tmp_path / name).mkdir()
         (tmp_path / name / "results.json").write_text(text)
     (tmp_path / "good").mkdir()
     (tmp_path / "good" / "results.json").write_text(Path(files["runs"], "results.json").read_text())
-    code, err = run(["report", str(tmp_path)], capfd)
+    code, _ = run(["report", str(tmp_path)], capfd)
     assert code == 0
-    assert err.splitlines() == [
-        f"attnx report: skipping {tmp_path / 'list' / 'results.json'}: a JSON list, not a run record",
-        f"attnx report: skipping {tmp_path / 'string' / 'results.json'}: a JSON str, not a run record",
-        f"attnx report: skipping {tmp_path / 'truncated' / 'results.json'}: not readable JSON "
-        "(Expecting value: line 1 column 12 (char 11))",
-    ]
+    report = (tmp_path / "report.md").read_text()
+    assert "1/5 runs completed; 4 unreadable" in report
+    listed = {row.split("|")[-2].strip(): row for row in report.splitlines() if "| unreadable " in row}
+    for name, reason in why.items():
+        assert f"results.json: {reason}" in listed[str(tmp_path / name)], listed
     assert json.loads((tmp_path / "good" / "results.json").read_text())["status"] == "completed"
-    assert (tmp_path / "report.md").exists()

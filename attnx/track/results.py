@@ -5,6 +5,10 @@ A run writes `status: running` (with its pid, host and start time) before traini
 A `running` record whose run folder's lock nobody holds is a run that died without a word (kill -9,
 a node lost): `status()` calls it `stale`, so `attnx report` and sweep summaries never count it
 as live, and never miss it.
+
+A **run folder** is one holding `results.json`, `.hydra/` or `run.lock`: what every run writes as it
+starts (the lock first, then `.hydra/`, then its record), so a run whose record was lost or cut short is
+still found (`find_runs`), and `attnx report` lists it with why it has no readable record.
 """
 
 from __future__ import annotations
@@ -12,13 +16,16 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
-from attnx.track.lock import held
+from attnx.track.lock import LOCK, held
 
 log = logging.getLogger("attnx")
 RESULTS = "results.json"
+MARKS = (RESULTS, ".hydra", LOCK)  # what makes a folder a run folder
+RUN_FOLDER = f"a run folder holds {RESULTS}, .hydra/ or {LOCK}, which every run writes as it starts"
 
 
 def write_atomically(path: Path, data: bytes) -> None:
@@ -68,15 +75,38 @@ class Record(dict):
             log.error("could not record %s's end (%s) in results.json: %s", folder, status, error)
 
 
+class Unreadable(ValueError):
+    """A results.json that holds no record; `reason` says why (where a truncated file ends)."""
+
+    def __init__(self, path: str | Path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.reason = reason
+
+
 def read_results(path: str | Path) -> dict[str, Any]:
-    """A results.json's record; ValueError naming the file when it is not a JSON object."""
+    """A results.json's record; `Unreadable` naming the file and the line when it is not a JSON object."""
     try:
-        record = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise ValueError(f"{path}: not readable JSON ({error})") from error
+        text = Path(path).read_text()
+        record = json.loads(text)
+    except OSError as error:
+        raise Unreadable(path, f"not readable: {error.strerror}") from error
+    except UnicodeDecodeError as error:
+        raise Unreadable(path, f"not UTF-8 text (byte {error.start})") from error
+    except json.JSONDecodeError as error:
+        raise Unreadable(path, _where(error)) from error
     if not isinstance(record, dict):
-        raise ValueError(f"{path}: a JSON {type(record).__name__}, not a run record")
+        raise Unreadable(path, f"a JSON {type(record).__name__}, not a run record")
     return record
+
+
+def _where(error: json.JSONDecodeError) -> str:
+    """Where and why the JSON breaks; a file that stops mid-record (a full disk, a copy cut short) says so."""
+    end = len(error.doc.rstrip())
+    if end == 0:
+        return "empty"
+    if error.pos >= end or error.msg.startswith("Unterminated string"):
+        return f"ends at line {error.doc.count(chr(10), 0, end) + 1}, mid-record (truncated?)"
+    return f"not valid JSON at line {error.lineno}, column {error.colno}: {error.msg}"
 
 
 def status(record: dict[str, Any], folder: str | Path) -> str:
@@ -99,3 +129,9 @@ def completed(output_dir: str | Path) -> dict[str, Any] | None:
 
 def find_results(root: str | Path) -> list[Path]:
     return sorted(Path(root).rglob(RESULTS))
+
+
+def find_runs(root: str | Path) -> list[Path]:
+    """Every run folder under `root`, `root` included, in natural order (2 before 10)."""
+    folders = {path.parent for mark in MARKS for path in Path(root).rglob(mark)}
+    return sorted(folders, key=lambda p: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(p))])

@@ -1,0 +1,238 @@
+"""`attnx report` and the compare report never hide a run: every run folder found is listed, with why it
+was left out (no results.json, an unreadable one, a run that did not complete, metrics that are not finite
+numbers); an invalid run is never ranked; bad options are one stderr line and exit 2."""
+
+from __future__ import annotations
+
+import csv
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import pytest
+from omegaconf import OmegaConf
+
+from attnx.cli import main as cli
+from attnx.track.results import write_results
+
+pytestmark = pytest.mark.e2e  # `attnx report` itself, in-process
+
+
+def record(attention: str, exact: Any, seed: int = 0, length: int = 8) -> dict[str, Any]:
+    """A completed run of `attention` whose test/exact_match is `exact` (any JSON value)."""
+    return {
+        "status": "completed",
+        "overrides": [f"attention={attention}", f"task.max_len={length}", f"seed={seed}"],
+        "choices": {"task": "reverse", "encoder": "rnn", "attention": attention, "score": None},
+        "config": {"task": {"name": "reverse", "max_len": length}, "seed": seed},
+        "model_type": "seq2seq",
+        "metrics": {"test/exact_match": exact, "test/token_acc": 0.5, "val/exact_match": 0.5},
+        "params": 1000,
+        "train_seconds": 1.0,
+    }
+
+
+def run_folder(folder: Path, overrides: list[str]) -> Path:
+    """What every attnx run writes as it starts, before its record: the lock and `.hydra/`."""
+    (folder / ".hydra").mkdir(parents=True)
+    (folder / ".hydra" / "overrides.yaml").write_text("".join(f"- {o}\n" for o in overrides))
+    (folder / "run.lock").write_text("")
+    return folder
+
+
+def good_sweep(folder: Path) -> Path:
+    """Two seeds of additive (better) and dot, over two lengths: every table, test and figure has rows."""
+    for i, (attention, seed, length) in enumerate(
+        (a, s, n) for a in ("additive", "dot") for s in (0, 1) for n in (8, 16)
+    ):
+        write_results(
+            folder / str(i),
+            record(attention, (0.9 if attention == "additive" else 0.4) + seed / 100, seed, length),
+        )
+    return folder
+
+
+def report(folder: Path, capsys: pytest.CaptureFixture, *options: str) -> tuple[str, str, str]:
+    """(stdout, report.md, report.html's text) of a successful `attnx report`."""
+    assert cli(["report", str(folder), *options]) == 0
+    out = capsys.readouterr().out
+    return out, (folder / "report.md").read_text(), html.unescape((folder / "report.html").read_text())
+
+
+def test_every_run_folder_found_is_in_the_document_with_why_it_was_left_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    sweep = good_sweep(tmp_path / "multirun")
+    truncated = run_folder(sweep / "8", ["attention=multi_head"])
+    text = json.dumps(record("multi_head", 0.99), indent=2)
+    (truncated / "results.json").write_text(text[: len(text) // 2])  # a disk that filled up mid-write
+    lost = run_folder(sweep / "9", ["attention=fixed_c"])  # started, then its record was lost
+    out, md, page = report(sweep, capsys)
+
+    for document in (out, md, page):
+        assert "8/10 runs completed; 1 no record, 1 unreadable" in document
+        assert (
+            "multi_head" in document and "fixed_c" in document
+        )  # the lost runs' configurations, from .hydra/
+    line = text[: len(text) // 2].rstrip().count("\n") + 1  # where the file stops
+    for document in (md, page):
+        assert f"{truncated}" in document and f"{lost}" in document
+        assert f"results.json: ends at line {line}, mid-record (truncated?)" in document
+        assert "no results.json" in document
+        assert "run.lock" in document  # says what a run folder is
+    for i in range(8):  # the completed ones are listed too, as the tables' folders
+        assert f"`{i}`" in md
+    left_out = out.split("runs that did not complete:")[1]
+    assert f"{truncated}" in left_out and f"{lost}" in left_out
+    assert "Best test/exact_match: 0.9050 (attention=additive, task.max_len=8)" in md  # not the lost 0.99
+    with (sweep / "report.csv").open() as handle:
+        statuses = {Path(r["folders"]).name: r["status"] for r in csv.DictReader(handle)}
+    assert statuses["8"] == "unreadable" and statuses["9"] == "no record"
+
+
+def test_a_folder_without_run_folders_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    (tmp_path / "empty" / "sub").mkdir(parents=True)
+    assert cli(["report", str(tmp_path / "empty")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no run folder" in err[0] and str(tmp_path / "empty") in err[0]
+
+
+BAD_METRICS = {
+    "nan": (math.nan, "test/exact_match is NaN"),
+    "inf": (math.inf, "test/exact_match is Infinity"),
+    "-inf": (-math.inf, "test/exact_match is -Infinity"),
+    "string": ("0.99", 'test/exact_match is "0.99" (a string, not a number)'),
+    "list": ([0.99], "test/exact_match is [0.99] (a list, not a number)"),
+    "bool": (True, "test/exact_match is true (a boolean, not a number)"),
+}
+
+
+def invalid(folder: Path, case: str) -> dict[str, Any]:
+    """A completed record of multi_head, the would-be best, made invalid by `case`."""
+    run = record("multi_head", 0.99)
+    if case == "no metrics":
+        del run["metrics"]
+    elif case == "metrics list":
+        run["metrics"] = [0.99]
+    elif case == "cost":
+        run["params"] = "1k"
+    else:
+        run["metrics"]["test/exact_match"] = BAD_METRICS[case][0]
+    write_results(folder, run)
+    return run
+
+
+REASONS = {
+    **{case: reason for case, (_, reason) in BAD_METRICS.items()},
+    "no metrics": "no metrics",
+    "metrics list": "metrics is a list, not a mapping",
+    "cost": 'params is "1k" (a string, not a number)',
+}
+
+
+@pytest.mark.parametrize("case", list(REASONS))
+def test_a_run_whose_metrics_are_not_finite_numbers_is_invalid_and_never_ranked(
+    case: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    sweep = good_sweep(tmp_path / "multirun")
+    bad = sweep / "8"
+    invalid(bad, case)
+    out, md, page = report(sweep, capsys, "--baseline", "attention=dot")
+
+    assert "8/9 runs completed; 1 invalid" in out and "8/9 runs completed; 1 invalid" in md
+    assert "Best test/exact_match: 0.9050 (attention=additive, task.max_len=8)" in md
+    listed = next(line for line in md.splitlines() if f"| {bad} " in line)
+    assert [c.strip() for c in listed.strip("| ").split("|")][-3:] == ["invalid", REASONS[case], str(bad)]
+    assert f"<td>invalid</td><td>{REASONS[case]}</td><td>{bad}</td>" in page
+    ranked = md.split("## Run folders")[0]  # results, statistics, costs, figures
+    assert "multi_head" not in ranked and "nan" not in ranked.lower()
+    with (sweep / "report.csv").open() as handle:
+        rows = list(csv.DictReader(handle))
+    assert [r["status"] for r in rows if r["attention"] == "multi_head"] == ["invalid"]
+    assert all(math.isfinite(float(r["test/exact_match"])) for r in rows if r["status"] == "completed")
+
+
+def test_a_sweep_whose_every_run_is_invalid_is_reported_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    for i, case in enumerate(("nan", "string")):
+        invalid(tmp_path / str(i), case)
+    out, md, _ = report(tmp_path, capsys)
+    assert "0/2 runs completed; 2 invalid" in out and "Best" not in md
+
+
+@pytest.mark.parametrize(
+    "options, says",
+    [
+        (
+            ["--panel", "task.seq_len"],
+            "--panel task.seq_len is not a swept key; swept: attention, task.max_len",
+        ),
+        (["--panel", "task.max_len,atention"], "--panel atention is not a swept key"),
+        (["--select", "optim.lr"], "--select optim.lr is not a swept key; swept: attention, task.max_len"),
+        (["--select", "task.max_len", "--by", "val/acc"], "--by val/acc: no completed run has it; metrics: "),
+        (
+            ["--select", "task.max_len", "--metric", "test/token_acc"],
+            "--by val/token_acc: no completed run has it",
+        ),
+        (["--by", "val/exact_match"], "--by ranks --select's choice: give --select too"),
+    ],
+)
+def test_unknown_keys_in_options_are_one_line_and_exit_2(
+    options: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    sweep = good_sweep(tmp_path / "multirun")
+    assert cli(["report", str(sweep), *options, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"attnx report: {says}"), err
+    assert not (tmp_path / "out").exists()  # refused before anything is written
+
+
+@pytest.mark.parametrize("where", ["file", "under a file"])
+def test_an_out_that_is_a_file_is_one_line_and_exit_2(
+    where: str, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    sweep = good_sweep(tmp_path / "multirun")
+    (tmp_path / "notes.txt").write_text("mine")
+    out = tmp_path / "notes.txt" / ("" if where == "file" else "report")
+    assert cli(["report", str(sweep), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [f"attnx report: --out {out}: {tmp_path / 'notes.txt'} is a file, not a folder"]
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_the_compare_report_lists_lost_and_invalid_runs_and_never_ranks_them(tmp_path: Path) -> None:
+    from attnx.compare import Arm, Job
+    from attnx.compare_report import CompareStudy, write_report
+
+    arms = {label: Arm(label, (f"attention={label}",)) for label in ("additive", "dot", "local_window")}
+    jobs = [Job("reverse", arm, seed) for arm in arms.values() for seed in (0, 1)]
+    for i, job in enumerate(jobs):
+        run = record(job.arm.label, 0.5 + i / 100, job.seed)
+        if job.arm.label == "local_window":
+            run["metrics"]["test/exact_match"] = math.nan if job.seed == 0 else "high"
+        write_results(tmp_path / "runs" / str(i), run)
+    (tmp_path / "runs" / "1" / "results.json").unlink()  # additive's seed 1: its record lost
+    cfg = OmegaConf.create(
+        {
+            "tasks": {"reverse": {"metric": "test/exact_match", "overrides": ["task=reverse"]}},
+            "seeds": [0, 1],
+            "mechanisms": ["additive", "dot"],
+            "baseline": "additive",
+            "bench": {"n": 16},
+            "protocol": {"lr_search": False, "match_params": False},
+        }
+    )
+    study = CompareStudy(tmp_path, cfg, "tiny", arms["local_window"], jobs, [], {}, {}, {}, ["attnx compare"])
+    write_report(study)
+    md = (tmp_path / "report.md").read_text()
+    assert "3/6 runs completed" in md
+    ranking = "\n".join(line for line in md.split("## Ranking")[1].split("##")[0].splitlines() if "|" in line)
+    assert "local_window" not in ranking and "nan" not in ranking.lower()
+    assert "| additive " in ranking and "| dot " in ranking
+    left_out = md.split("## Run folders")[1]
+    assert "test/exact_match is NaN" in left_out
+    assert 'test/exact_match is "high" (a string, not a number)' in left_out
+    assert f"{tmp_path / 'runs' / '1'}" in left_out and "no results.json" in left_out
