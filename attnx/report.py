@@ -153,11 +153,15 @@ def unknown_key(
 
 
 def mark_stale(runs: list[dict[str, Any]]) -> None:
-    """`running` whose process is gone (kill -9, a lost node) is `stale`, with who it was."""
+    """`running` whose process is gone (kill -9, a lost node) is `stale`, with who it was; a live one
+    says who runs it."""
     for run in runs:
         run["status"] = status(run, run["_path"])
+        who = f"pid {run.get('pid')} on {run.get('host')}"
         if run["status"] == "stale":
-            run["error"] = f"pid {run.get('pid')} on {run.get('host')} ended without a record (killed?)"
+            run["error"] = f"{who} ended without a record (killed?)"
+        elif run["status"] == "running":
+            run["error"] = f"still running: {who} holds its lock"
 
 
 def parse_baseline(

@@ -15,6 +15,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from attnx.cli import main as cli
+from attnx.track.lock import RunLock
 from attnx.track.results import write_results
 
 pytestmark = pytest.mark.e2e  # `attnx report` itself, in-process
@@ -66,30 +67,53 @@ def test_every_run_folder_found_is_in_the_document_with_why_it_was_left_out(
 ) -> None:
     sweep = good_sweep(tmp_path / "multirun")
     truncated = run_folder(sweep / "8", ["attention=multi_head"])
-    text = json.dumps(record("multi_head", 0.99), indent=2)
-    (truncated / "results.json").write_text(text[: len(text) // 2])  # a disk that filled up mid-write
-    lost = run_folder(sweep / "9", ["attention=fixed_c"])  # started, then its record was lost
-    out, md, page = report(sweep, capsys)
+    text = json.dumps(record("multi_head", 0.99), indent=2)[:300]  # a disk that filled up mid-write
+    (truncated / "results.json").write_text(text)
+    run_folder(sweep / "9", ["attention=fixed_c"])  # started, then its record was lost
+    ended = {"failed": "RuntimeError: boom", "interrupted": "interrupted by SIGTERM", "running": None}
+    for i, (state, error) in enumerate(ended.items(), start=10):
+        write_results(
+            sweep / str(i), record("dot", 0.99) | {"status": state, "error": error, "pid": 7, "host": "h"}
+        )
+    live = RunLock(sweep / "12").acquire()  # 12 runs on; 13 died without a word (kill -9)
+    write_results(sweep / "13", record("dot", 0.99) | {"status": "running", "pid": 8, "host": "h"})
+    try:
+        out, md, page = report(sweep, capsys)
+    finally:
+        live.release()
 
-    for document in (out, md, page):
-        assert "8/10 runs completed; 1 no record, 1 unreadable" in document
-        assert (
-            "multi_head" in document and "fixed_c" in document
-        )  # the lost runs' configurations, from .hydra/
-    line = text[: len(text) // 2].rstrip().count("\n") + 1  # where the file stops
-    for document in (md, page):
-        assert f"{truncated}" in document and f"{lost}" in document
-        assert f"results.json: ends at line {line}, mid-record (truncated?)" in document
-        assert "no results.json" in document
-        assert "run.lock" in document  # says what a run folder is
-    for i in range(8):  # the completed ones are listed too, as the tables' folders
-        assert f"`{i}`" in md
-    left_out = out.split("runs that did not complete:")[1]
-    assert f"{truncated}" in left_out and f"{lost}" in left_out
-    assert "Best test/exact_match: 0.9050 (attention=additive, task.max_len=8)" in md  # not the lost 0.99
+    why = {
+        8: f"results.json: ends at line {text.rstrip().count(chr(10)) + 1}, mid-record (truncated?)",
+        9: "no results.json (the run stopped before writing it, or it was removed)",
+        10: "RuntimeError: boom",
+        11: "interrupted by SIGTERM",
+        12: "still running: pid 7 on h holds its lock",
+        13: "pid 8 on h ended without a record (killed?)",
+    }
+    status = {8: "unreadable", 9: "no record", 10: "failed", 11: "interrupted", 12: "running", 13: "stale"}
+    said = "8/14 runs completed; 1 failed, 1 interrupted, 1 no record, 1 running, 1 stale, 1 unreadable"
+    rows = {}
+    for document in (out, md):
+        assert said in document
+        rows = {
+            int(Path(line.split("|")[-2].strip()).name): line
+            for line in document.splitlines()
+            if "| /" in line
+        }
+        assert sorted(rows) == sorted(why)  # each run left out, in the printed summary and the document
+        for i, line in rows.items():
+            cells = [c.strip() for c in line.strip("| ").split("|")]
+            assert cells[-3:] == [status[i], why[i], str(sweep / str(i))]
+    assert rows[8].startswith("| multi_head ") and rows[9].startswith("| fixed_c ")  # from .hydra/
+    assert said in page and all(
+        f"<td>{status[i]}</td><td>{why[i]}</td><td>{sweep / str(i)}</td>" in page for i in why
+    )
+    assert "run folder holds results.json, .hydra/ or run.lock" in md  # what was searched for
+    assert "Completed, in the tables and figures: 8 (`0`, `1`, `2`, `3`, `4`, `5`, `6`, `7`)" in md
+    assert "Best test/exact_match: 0.9050 (attention=additive, task.max_len=8)" in md  # none of the 0.99s
     with (sweep / "report.csv").open() as handle:
-        statuses = {Path(r["folders"]).name: r["status"] for r in csv.DictReader(handle)}
-    assert statuses["8"] == "unreadable" and statuses["9"] == "no record"
+        statuses = {int(Path(r["folders"]).name): r["status"] for r in csv.DictReader(handle)}
+    assert {i: statuses[i] for i in why} == status
 
 
 def test_a_folder_without_run_folders_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
