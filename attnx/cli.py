@@ -53,8 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in COMMANDS:
         parser.parse_args(argv or ["--help"])
         return 2
-    module = import_module(COMMANDS[argv[0]][0])
-    return module.main(argv[1:]) or 0
+    try:
+        return import_module(COMMANDS[argv[0]][0]).main(argv[1:]) or 0
+    except KeyboardInterrupt as error:  # Ctrl-C that no command handles itself (a hanging plugin import)
+        print(f"attnx {argv[0]}: {error or 'interrupted'}", file=sys.stderr)
+        return 130  # the shell's convention for SIGINT
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ timm's `register_model_deprecations`), so configs, results.json files and checkp
 still load. `upgrade` makes a config section saved by an older version buildable today.
 
 Plugins are plain Python files or packages that call the `register_*` decorators. They are found
-in every folder of `ATTNX_PLUGIN_PATH`, in `./plugins` when it is trusted (`plugin_dirs`), and in
-installed packages' `attnx.plugins` entry points (see `load_all`).
+in installed packages' `attnx.plugins` entry points, attnx's own among them (the plugins it ships,
+`attnx.contrib`), then in every folder of `ATTNX_PLUGIN_PATH` and in `./plugins` when it is trusted
+(`plugin_dirs`); see `load_all`. A plugin whose import takes long is named on stderr while it runs.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import importlib.util
 import inspect
 import os
 import sys
+import threading
 import types
 import typing
 import warnings
@@ -72,12 +74,16 @@ class PluginImportError(ImportError):
     """A plugin file or entry point failed to import."""
 
 
+class PluginImportInterrupted(KeyboardInterrupt):
+    """Ctrl-C while a plugin was importing; the message names the plugin (the CLI prints it, exit 130)."""
+
+
 @dataclass(frozen=True)
 class Entry:
     kind: str
     name: str
     cls: type
-    origin: str  # "built-in", a plugin file path, or "dist <name>"
+    origin: str  # "built-in", a plugin file path, or "dist <name> (<entry point>)"
 
     @property
     def where(self) -> str:
@@ -399,6 +405,10 @@ def _store_group(group: str, name: str, node: type) -> None:
 # ---------------------------------------------------------------------------------------------
 # Plugin discovery
 
+# After this long, one stderr line names the plugin being imported: an import that never returns would
+# otherwise hang every command with no output.
+SLOW_IMPORT_S = 5.0
+
 _loaded_builtins = False
 _loaded_paths: set[Path] = set()
 _loaded_dists: set[str] = set()
@@ -445,12 +455,31 @@ def load_file(path: Path) -> None:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        with _origin_as(str(path)):
+        with _origin_as(str(path)), _importing(f"plugin {path}"):
             spec.loader.exec_module(module)
     except Exception as error:
         sys.modules.pop(module_name, None)
         raise PluginImportError(f"plugin {path} failed to import: {type(error).__name__}: {error}") from error
     _loaded_paths.add(path)
+
+
+@contextlib.contextmanager
+def _importing(what: str) -> Iterator[None]:
+    """Around one plugin's import: one stderr line naming it once it has taken SLOW_IMPORT_S, and Ctrl-C
+    during it raised as PluginImportInterrupted naming it."""
+
+    def say() -> None:
+        print(f"attnx: importing {what} has taken {SLOW_IMPORT_S:g} s so far (Ctrl-C stops)", file=sys.stderr)
+
+    timer = threading.Timer(SLOW_IMPORT_S, say)
+    timer.daemon = True  # never keeps the process alive
+    timer.start()
+    try:
+        yield
+    except KeyboardInterrupt:
+        raise PluginImportInterrupted(f"interrupted while importing {what}") from None
+    finally:
+        timer.cancel()
 
 
 def _plugin_files(folder: Path) -> list[Path]:
@@ -464,25 +493,27 @@ def _plugin_files(folder: Path) -> list[Path]:
 
 
 def load_all() -> None:
-    """Register the built-ins and every discoverable plugin. Idempotent and cheap when repeated."""
+    """Register the built-ins and every discoverable plugin. Idempotent and cheap when repeated.
+
+    Entry points come before plugin folders: a folder's file that registers a name an installed plugin
+    already has (a shipped plugin copied without renaming) is then the one named in the error.
+    """
     global _loaded_builtins
     if not _loaded_builtins:
         _loaded_builtins = True
         for module in _BUILTINS:
             importlib.import_module(module)
-    for folder in plugin_dirs():
-        for path in _plugin_files(folder):
-            load_file(path)
-    for ep in entry_points(group="attnx.plugins"):
+    for ep in entry_points(group="attnx.plugins"):  # one distribution per name: the first on sys.path
         dist = ep.dist.name if ep.dist is not None else ep.value
         if f"{dist}:{ep.name}" in _loaded_dists:
             continue
         _loaded_dists.add(f"{dist}:{ep.name}")
+        what = f"plugin entry point '{ep.name}' ({ep.value}) of {dist}"
         try:
-            with _origin_as(f"dist {dist}"):
+            with _origin_as(f"dist {dist} ({ep.value})"), _importing(what):
                 ep.load()
         except Exception as error:
-            raise PluginImportError(
-                f"plugin entry point '{ep.name}' ({ep.value}) of {dist} failed to import: "
-                f"{type(error).__name__}: {error}"
-            ) from error
+            raise PluginImportError(f"{what} failed to import: {type(error).__name__}: {error}") from error
+    for folder in plugin_dirs():
+        for path in _plugin_files(folder):
+            load_file(path)

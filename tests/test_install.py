@@ -1,8 +1,10 @@
-"""The configs ship inside the package: a non-editable install works from any folder, and finds a
-user's own configs in `./conf` and ATTNX_CONFIG_PATH."""
+"""The configs and the shipped plugins are part of the package: a non-editable install works from any
+folder, finds a user's own configs in `./conf` and ATTNX_CONFIG_PATH, and has every plugin the README
+uses (attnx/contrib, registered by attnx's own entry points)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -10,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import tomllib
+from tiny import NO_HEATMAPS, ONE_EPOCH, TINY_LM, sizes
 
 ROOT = Path(__file__).resolve().parents[1]
 MINE = """# @package _global_
@@ -20,14 +23,23 @@ task:
 """
 
 
-@pytest.mark.e2e
-def test_non_editable_install_finds_its_configs(tmp_path: Path) -> None:
-    target = tmp_path / "site"
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A non-editable install of the checkout into a folder of its own (its dependencies are this venv's);
+    a process with it first on PYTHONPATH imports it, and reads its metadata (entry points), not the
+    checkout's."""
+    target = tmp_path_factory.mktemp("site")
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target",
          str(target), str(ROOT)],
         check=True, capture_output=True,
     )  # fmt: skip
+    return target
+
+
+@pytest.mark.e2e
+def test_non_editable_install_finds_its_configs(installed: Path, tmp_path: Path) -> None:
+    target = installed
     env = {**os.environ, "PYTHONPATH": str(target)}
     code = "import sys, attnx.cli; print(attnx.cli.__file__); sys.exit(attnx.cli.main(sys.argv[1:]))"
 
@@ -49,6 +61,38 @@ def test_non_editable_install_finds_its_configs(tmp_path: Path) -> None:
     assert "name: dot" in out and "max_len: 7" in out
     out = cfg_job(Path("/"), "experiment=mine", ATTNX_CONFIG_PATH=str(project / "conf"))
     assert "name: dot" in out and "max_len: 7" in out
+
+
+@pytest.mark.e2e
+def test_non_editable_install_has_the_shipped_plugins_in_any_folder(installed: Path, tmp_path: Path) -> None:
+    """The README's `attention=linear` from a user's own project folder, with the installed `attnx`
+    script; neither the checkout nor a ./plugins folder is anywhere in sight."""
+    env = {**os.environ, "PYTHONPATH": str(installed), "ATTNX_PLUGIN_PATH": "", "OMP_NUM_THREADS": "1"}
+    project = tmp_path / "project"
+    project.mkdir()
+
+    def attnx(*args: str) -> subprocess.CompletedProcess:
+        command = [str(installed / "bin" / "attnx"), *args]
+        return subprocess.run(command, cwd=project, env=env, capture_output=True, text=True, timeout=300)
+
+    listing = attnx("plugins")
+    assert listing.returncode == 0, listing.stderr
+    for name in ("linear", "sliding_window", "local_window", "gaussian", "alibi", "t5_bias", "rope"):
+        assert f"| {name} " in listing.stdout and f"dist attnx (attnx.contrib.{name})" in listing.stdout
+    run = project / "run"
+    trained = attnx(
+        "train", *TINY_LM, "attention=linear", *sizes(train=32), *ONE_EPOCH, "trainer.max_steps=2",
+        *NO_HEATMAPS, f"hydra.run.dir={run}",
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr[-3000:]
+    record = json.loads((run / "results.json").read_text())
+    assert record["status"] == "completed" and record["choices"]["attention"] == "linear"
+    unknown = attnx("train", "task=mqar", "attention=lineer")
+    [line] = unknown.stderr.splitlines()
+    assert unknown.returncode == 2 and line.startswith(
+        "attnx train: unknown attention 'lineer'; did you mean 'linear'?"
+    )
+    assert {"linear", "local_window", "sliding_window"} <= set(line.split("available: ")[1].split(", "))
 
 
 def test_every_config_folder_ships_with_the_package() -> None:

@@ -27,6 +27,7 @@ LAYERS = {
     "attnx.tasks": 1,
     "attnx.measure": 1,
     "attnx.models": 2,
+    "attnx.contrib": 2,  # the shipped plugins: written against the public API, as a user's
     "attnx.testing": 2,
     "attnx.lit": 3,
     "attnx.track": 3,

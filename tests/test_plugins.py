@@ -1,9 +1,11 @@
 """Plugins end to end: discovery from ATTNX_PLUGIN_PATH and entry points via the real `attnx plugins`
-CLI, import errors naming the file, and the example plugins in ./plugins passing the kit."""
+CLI, import errors naming the file, and the plugins shipped in attnx.contrib passing the kit."""
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import pytest
 import torch
 
 from attnx.plugins import describe
-from attnx.registry import get, load_file
+from attnx.registry import get, load_all
 from attnx.testing import CHECKS, check_attention, check_score
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,7 +55,7 @@ def test_plugin_on_path_is_listed_and_passes_check(tmp_path: Path) -> None:
     assert listing.returncode == 0, listing.stderr
     line = next(line for line in listing.stdout.splitlines() if line.split()[:2] == ["|", "laplace"])
     assert str(folder / "laplace.py") in line and "scale=1.0" in line
-    assert "gaussian" not in listing.stdout  # ./plugins is relative to the cwd
+    assert "| gaussian " in listing.stdout  # shipped with attnx: found from any folder
     checked = attnx("check", cwd=tmp_path, plugin_path=folder)
     assert checked.returncode == 0, checked.stdout
     assert (
@@ -79,7 +81,7 @@ def test_failing_checks_exit_1(tmp_path: Path) -> None:
         "FAIL  score unused_param: gradients: score UnusedParam: parameter 'score.w' receives no gradient"
         in checked.stdout
     )
-    assert "PASS  attention local_window score=gaussian" in checked.stdout  # ./plugins of the cwd
+    assert "PASS  attention local_window score=gaussian" in checked.stdout  # shipped with attnx
 
 
 @pytest.mark.e2e
@@ -124,9 +126,8 @@ def test_entry_point_plugin_is_listed_with_its_distribution(installed_plugin: st
     )
 
 
-def test_example_plugins_pass_the_kit() -> None:
-    load_file(REPO / "plugins" / "gaussian.py")
-    load_file(REPO / "plugins" / "local_window.py")
+def test_shipped_example_plugins_pass_the_kit() -> None:
+    load_all()
     gaussian, local = get("score", "gaussian"), get("attention", "local_window")
     check_score(gaussian)
     check_score(gaussian, bandwidth=0.5, learn_bandwidth=True)
@@ -156,7 +157,7 @@ def listing() -> dict[str, tuple[list[str], dict[str, list[str]]]]:
 
 
 def test_listing_shows_what_each_class_declares() -> None:
-    load_file(REPO / "plugins" / "local_window.py")
+    load_all()
     tables = listing()
     assert list(tables) == ["score", "attention", "encoder", "decoder", "task"]
     header, attention = tables["attention"]
@@ -176,7 +177,7 @@ def test_listing_shows_what_each_class_declares() -> None:
 
 
 def test_local_window_weights_stay_in_the_window() -> None:
-    load_file(REPO / "plugins" / "local_window.py")
+    load_all()
     att = get("attention", "local_window")(4, 4, 4, window=1, predict_centre=False)
     mask = torch.tensor([[True] * 6, [True] * 3 + [False] * 3])
     states = torch.randn(2, 6, 4)
@@ -198,3 +199,52 @@ def test_plugins_command_does_not_import_lightning() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "[]" and "multi_head" in result.stdout
+
+
+@pytest.mark.e2e
+def test_a_shipped_plugin_copied_under_its_own_name_is_refused_naming_the_copy(tmp_path: Path) -> None:
+    """Shipped plugins come from attnx's entry points, before any folder: a copy that keeps the
+    registered name is the plugin that fails, with both places named, not a silent second `gaussian`."""
+    copy = tmp_path / "gaussian.py"
+    copy.write_text((REPO / "attnx" / "contrib" / "gaussian.py").read_text())
+    result = attnx(cwd=tmp_path, plugin_path=tmp_path)
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"attnx plugins: error: plugin {copy} failed to import: RegistryError: ")
+    assert "score 'gaussian' is registered twice: at " in line
+    assert str(REPO / "attnx" / "contrib" / "gaussian.py") in line and f"and at {copy}:" in line
+
+
+SLOW = "import time\n\ntime.sleep(600)  # an import that never returns\n"
+# each command as a user types it; the plugin's import happens before any of them checks its arguments
+HANGING = [["plugins"], ["train", "task=reverse"], ["bench"], ["predict", "ckpt=model.ckpt", "input=abc"]]
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("command", HANGING, ids=lambda c: c[0])
+def test_a_hanging_plugin_import_is_named_and_ctrl_c_stops_it_in_one_line(
+    command: list[str], tmp_path: Path
+) -> None:
+    plugin = tmp_path / "mine" / "slow.py"
+    plugin.parent.mkdir()
+    plugin.write_text(SLOW)
+    code = (
+        "import sys, attnx.registry as r; r.SLOW_IMPORT_S = 0.2; import attnx.cli; sys.exit(attnx.cli.main())"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ATTNX_PLUGIN_PATH": str(plugin.parent)}
+    slow = f"attnx: importing plugin {plugin} has taken 0.2 s so far (Ctrl-C stops)"
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as sink:
+        process = subprocess.Popen([sys.executable, "-c", code, *command], cwd=tmp_path, env=env, stderr=sink)
+        try:
+            for _ in range(1200):  # a guard against a test that hangs, not a speed limit
+                if slow in err.read_text() or process.poll() is not None:
+                    break
+                time.sleep(0.1)
+            assert err.read_text().splitlines() == [slow]
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=60) == 130
+        finally:
+            process.kill()
+    interrupted = f"attnx {command[0]}: interrupted while importing plugin {plugin}"
+    assert err.read_text().splitlines() == [slow, interrupted]  # no traceback

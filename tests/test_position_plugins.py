@@ -1,6 +1,6 @@
-"""The relative position scores in ./plugins: ALiBi, T5's bias and RoPE. Their defining properties (slopes,
-buckets, rotations), relative positions only, their place in multi-head and single-head attention under a
-causal mask, a decoder's key cache, and one tiny `attnx train` each."""
+"""The relative position scores shipped in attnx.contrib: ALiBi, T5's bias and RoPE. Their defining
+properties (slopes, buckets, rotations), relative positions only, their place in multi-head and
+single-head attention under a causal mask, a decoder's key cache, and one tiny `attnx train` each."""
 
 from __future__ import annotations
 
@@ -19,17 +19,16 @@ from attnx.nn.decoders import TransformerDecoder
 from attnx.nn.encoders import EncoderOutput
 from attnx.nn.positions import Positions
 from attnx.nn.scores import Score
-from attnx.registry import get, load_file
+from attnx.registry import get, load_all
 from attnx.testing import check_score_shapes, projection_loss
 
-REPO = Path(__file__).resolve().parents[1]
 NAMES = ("alibi", "t5_bias", "rope")
 B, H, T, D = 3, 4, 6, 16  # batch, heads, length, d_model (head dim 4)
 LENGTHS = (6, 4, 1)
 
 
 def score_class(name: str) -> type[Score]:
-    load_file(REPO / "plugins" / f"{name}.py")
+    load_all()  # the shipped plugins, through attnx's own entry points
     return get("score", name)
 
 

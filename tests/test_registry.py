@@ -3,6 +3,7 @@
 import inspect
 import subprocess
 import sys
+from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from hydra.errors import ConfigCompositionException
 from omegaconf import MISSING, OmegaConf
 from omegaconf.errors import ValidationError
 
+import attnx.contrib
 from attnx import Score, available
 from attnx.nn.scores import DotScore
 from attnx.registry import Registry, RegistryError, build, get, registry, upgrade
@@ -57,6 +59,23 @@ def test_unknown_name_suggests_the_closest_and_lists_all() -> None:
     assert all(name in message.split("available:")[1] for name in available("score"))
     with pytest.raises(RegistryError, match="unknown registry kind 'scores'; did you mean 'score'"):
         registry("scores")
+
+
+def test_every_shipped_plugin_is_registered_by_an_entry_point_of_attnx() -> None:
+    """One `attnx.plugins` entry point per file of attnx/contrib (pyproject.toml): a file without one
+    would work only where something imports it by hand. The unknown-name message lists them."""
+    files = {p.stem for p in Path(attnx.contrib.__file__).parent.glob("*.py") if not p.stem.startswith("_")}
+    shipped = {ep.name: ep.value for ep in entry_points(group="attnx.plugins") if ep.dist.name == "attnx"}
+    assert shipped == {name: f"attnx.contrib.{name}" for name in files}
+    with pytest.raises(RegistryError) as error:
+        get("attention", "lineer")
+    assert "unknown attention 'lineer'; did you mean 'linear'?" in str(error.value)
+    listed = str(error.value).split("available:")[1]
+    assert {"linear", "local_window", "sliding_window"} <= {n.strip() for n in listed.split(",")}
+    origins = {
+        name: registry(kind).entry(name).origin for kind in ("score", "attention") for name in available(kind)
+    }
+    assert {origins[name] for name in files} == {f"dist attnx (attnx.contrib.{name})" for name in files}
 
 
 def test_config_store_nodes_are_typed() -> None:

@@ -1,6 +1,6 @@
-"""The sub-quadratic mechanisms in ./plugins: linear attention (Katharopoulos et al. 2020) and sliding-window
-attention (Longformer). Their fast paths equal explicit full-matrix references, never build a Tq×Tk
-tensor, decode with a cache as they teacher-force, and pass the conformance kit."""
+"""The sub-quadratic mechanisms shipped in attnx.contrib: linear attention (Katharopoulos et al. 2020) and
+sliding-window attention (Longformer). Their fast paths equal explicit full-matrix references, never build
+a Tq×Tk tensor, decode with a cache as they teacher-force, and pass the conformance kit."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from torch.utils._pytree import tree_leaves
 from attnx.nn.attention import Attention
 from attnx.nn.positions import Positions
 from attnx.plugins import describe
-from attnx.registry import get, load_file
+from attnx.registry import get, load_all
 from attnx.testing import check_attention, projection_loss
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ D, H = 16, 2
 
 
 def plugin(kind: str, name: str) -> type:
-    load_file(REPO / "plugins" / f"{name}.py")
+    load_all()  # the shipped plugins, through attnx's own entry points
     return get(kind, name)
 
 
@@ -249,7 +249,7 @@ def test_pass_the_conformance_kit(name: str, score: str | None) -> None:
     assert "causality" in ran and "cached_decoding" in ran and "padding" in ran
 
 
-def test_listed_with_their_files_and_checked_by_attnx_plugins(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_listed_with_their_origin_and_checked_by_attnx_plugins() -> None:
     # the check in a process of its own: this one's registry may hold what other tests registered
     env = {**os.environ, "ATTNX_PLUGIN_PATH": ""}
     command = [sys.executable, "-m", "attnx.cli", "plugins", "check"]
@@ -257,14 +257,14 @@ def test_listed_with_their_files_and_checked_by_attnx_plugins(monkeypatch: pytes
     assert checked.returncode == 0, checked.stdout[-3000:] + checked.stderr
     out = checked.stdout
     assert "PASS  attention linear\n" in out and "PASS  attention sliding_window score=rope\n" in out
-    monkeypatch.chdir(REPO)  # ./plugins of the checkout
+    load_all()
     rows = {cells[0]: cells[1:3] for cells in table_rows(describe())}
     assert rows["linear"] == [
-        str(REPO / "plugins" / "linear.py"),
+        "dist attnx (attnx.contrib.linear)",
         "self_attention cross_attention causal takes_positions position_free incremental",
     ]
     assert rows["sliding_window"] == [
-        str(REPO / "plugins" / "sliding_window.py"),
+        "dist attnx (attnx.contrib.sliding_window)",
         "self_attention causal takes_positions incremental",
     ]
 

@@ -1,5 +1,5 @@
 """Example plugin: local attention (Luong et al. 2015, §3.2). Copy this file to start your own
-mechanism.
+mechanism (and give it a name of its own: two plugins may not register the same name).
 
     attnx train attention=local_window attention.window=3 score=general
 """

@@ -1,4 +1,5 @@
-"""Example plugin: a Gaussian (RBF) distance score. Copy this file to start your own score.
+"""Example plugin: a Gaussian (RBF) distance score. Copy this file to start your own score
+(and give it a name of its own: two plugins may not register the same name).
 
 attnx train score=gaussian score.bandwidth=0.5 score.learn_bandwidth=true
 """
