@@ -259,8 +259,10 @@ def _trainer(cfg: DictConfig, signals: Signals | None) -> Any:
 
     from attnx.lit.checkpoints import VerifiedCheckpointIO
     from attnx.lit.interrupt import SaveOnInterrupt
+    from attnx.lit.resume import ExactResume
 
     callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
+    callbacks.append(ExactResume())  # a resumed run goes on as the interrupted one would have
     if signals is not None:
         callbacks.append(SaveOnInterrupt(signals, checkpoint_dir(cfg)))
     plugins: list[Any] = [VerifiedCheckpointIO()]

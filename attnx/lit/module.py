@@ -116,12 +116,6 @@ class AttnxModule(pl.LightningModule):
     def on_train_end(self) -> None:
         self.train_seconds += time.perf_counter() - self._fit_started
 
-    # Lightning restores weights, optimiser and loop state but not the global RNG, without which
-    # dropout after a resume would differ from an uninterrupted run.
+    # the generators' states, which a resume needs too, are attnx.lit.resume.ExactResume's
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["attnx_spec"] = self.spec
-        checkpoint["attnx_rng"] = torch.get_rng_state()
-
-    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        if "attnx_rng" in checkpoint:
-            torch.set_rng_state(checkpoint["attnx_rng"])

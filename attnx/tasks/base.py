@@ -65,9 +65,10 @@ class IndexBatchSampler(Sampler[Tensor]):
     batches hold examples of similar length, so less of each batch is padding (the bucketing of
     Joey NMT and torchtext's BucketIterator): training shuffles the examples, sorts each pool of
     `POOL_BATCHES` batches by length, cuts it into batches and shuffles the batches; evaluation
-    sorts the whole split. A shuffled order depends only on (seed, epoch), so resuming at an epoch
-    boundary replays the same batches. Lightning calls `set_epoch` before each epoch; used bare,
-    each pass advances it.
+    sorts the whole split. A shuffled order depends only on (seed, epoch). Lightning calls
+    `set_epoch` before each epoch; used bare, each pass advances it. The position within a pass is
+    state (`state_dict`: the epoch and the batches yielded so far) that a checkpoint keeps, so a run
+    resumed mid-epoch goes on with the batches an uninterrupted one would have had.
 
     Under DDP (`num_replicas` processes, this one `rank`) every process builds the same global
     batches and keeps its share of each, examples `rank`, `rank + num_replicas`, ... of the batch: a
@@ -97,16 +98,33 @@ class IndexBatchSampler(Sampler[Tensor]):
         self.lengths = lengths
         self.num_replicas, self.rank = num_replicas, rank
         self.epoch = 0
+        self._position: tuple[int, int] | None = None  # (epoch, batches yielded) of the pass under way
+        self._resume_at = 0  # batches the next pass skips: the position a checkpoint restored
 
     def set_epoch(self, epoch: int) -> None:
+        if epoch != self.epoch:  # another epoch than the restored one starts at its beginning
+            self._resume_at = 0
         self.epoch = epoch
+
+    def state_dict(self) -> dict[str, int]:
+        """Where the pass under way is: its epoch and how many batches it has yielded (the same on
+        every DDP rank). A finished pass is the next one's start."""
+        epoch, done = self._position or (self.epoch, 0)
+        return {"epoch": epoch + 1, "batches": 0} if done >= len(self) else {"epoch": epoch, "batches": done}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        """The next pass is epoch `state["epoch"]`'s, from its batch `state["batches"]` on."""
+        self.epoch, self._resume_at, self._position = state["epoch"], state["batches"], None
 
     def __len__(self) -> int:
         short = self.size % self.batch_size
         return math.ceil(self.size / self.batch_size) - (0 < short < self.num_replicas)
 
     def __iter__(self) -> Iterator[Tensor]:
-        for batch in self._global_batches():
+        epoch, start = self.epoch, self._resume_at
+        self._resume_at = 0
+        for done, batch in enumerate(self._global_batches()[start:], start + 1):
+            self._position = (epoch, done)  # before the yield: the consumer has the batch from here on
             yield batch[self.rank :: self.num_replicas]
 
     def _global_batches(self) -> list[Tensor]:
@@ -130,6 +148,18 @@ class IndexBatchSampler(Sampler[Tensor]):
         if len(batches[-1]) < self.num_replicas:
             batches[-2:] = [torch.cat(batches[-2:])]
         return batches
+
+
+class ResumableLoader(DataLoader):
+    """A DataLoader of `IndexBatchSampler` batches whose position is part of a checkpoint: Lightning
+    (2.6) saves the `state_dict` of a training loader that has one and loads it back before the
+    resumed epoch goes on (its `_StatefulDataLoader` protocol)."""
+
+    def state_dict(self) -> dict[str, int]:
+        return self.sampler.state_dict()
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        self.sampler.load_state_dict(state)
 
 
 def padding_fraction(split: PaddedSplit, batches: Iterable[Tensor]) -> dict[str, float]:
@@ -231,7 +261,12 @@ class Task:
             len(data), batch_size or self.batch_size, shuffle, self.seed, lengths, num_replicas, rank
         )
         pin = torch.cuda.is_available()
-        return DataLoader(data, sampler=sampler, batch_size=None, collate_fn=_as_is, pin_memory=pin)
+        # its own generator: an iterator started from the global one would draw from it (a seed for
+        # workers), at moments a resumed run does not repeat, and dropout would then differ
+        generator = self.generator(f"{split} loader")
+        return ResumableLoader(
+            data, sampler=sampler, batch_size=None, collate_fn=_as_is, pin_memory=pin, generator=generator
+        )
 
     def text_metrics(self) -> dict[str, Any]:
         """Metrics of decoded seq2seq text for val/test, by name (logged as `val/<name>`, `test/<name>`).
