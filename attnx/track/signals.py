@@ -2,9 +2,9 @@
 
 SIGTERM is what SLURM sends on pre-emption and at a time limit, SIGINT is Ctrl+C. `Signals` owns both
 for the whole run. Inside the Trainer's loops (attnx.lit.interrupt.SaveOnInterrupt says when) a
-signal only sets a flag, and the callback raises `Interrupted` at the next batch end, where the
-weights and the optimiser agree, and saves `last.ckpt` on the way out. (Between epochs Lightning's
-own loops notice a SIGTERM first and raise `SIGTERMException`; attnx.train records it the same way.)
+signal only sets a flag, and the callback raises `Interrupted` at the next training batch end from
+which a resumed run goes on exactly as an uninterrupted one (not inside a validation, nor just before
+one), and saves `last.ckpt` on the way out.
 Outside the loops (building the data, say) there is nothing to save and the handler raises at once.
 A second signal while saving is ignored, as Lightning does for Ctrl+C.
 
