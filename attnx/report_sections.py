@@ -287,11 +287,11 @@ def heatmap_of(row: Row) -> Path | None:
 
 def folders_section(study: Study) -> Section:
     """Every run folder found: the completed ones by name, then each one left out with why."""
-    paths = [r["_path"] for r in study.runs]
+    paths = [os.path.abspath(r["_path"]) for r in study.runs]  # DIRs may be relative, or some of them
     root = os.path.commonpath(paths) if len(paths) > 1 else os.path.dirname(paths[0])
-    done = [f"`{os.path.relpath(r['_path'], root)}`" for r in study.runs if r["status"] == "completed"]
+    done = [f"`{os.path.relpath(p, root)}`" for p, r in zip(paths, study.runs) if r["status"] == "completed"]
     parts: list[str | Table | Image] = [
-        f"{len(paths)} run folders under `{root}` ({RUN_FOLDER}). "
+        f"{len(paths)} run folder{'s' if len(paths) > 1 else ''} under `{root}` ({RUN_FOLDER}). "
         f"Completed, in the tables and figures: {len(done)}" + (f" ({', '.join(done)})." if done else ".")
     ]
     table = left_out_table(study)

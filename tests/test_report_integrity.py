@@ -116,6 +116,20 @@ def test_every_run_folder_found_is_in_the_document_with_why_it_was_left_out(
     assert {i: statuses[i] for i in why} == status
 
 
+def test_folders_given_relative_absolute_or_as_one_run_are_named_from_their_common_folder(
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    good_sweep(tmp_path / "a")
+    write_results(tmp_path / "b", record("dot", 0.5))
+    monkeypatch.chdir(tmp_path / "a")
+    assert cli(["report", ".", str(tmp_path / "b"), "--out", ".."]) == 0  # one relative, one absolute
+    md = (tmp_path / "report.md").read_text()
+    assert f"9 run folders under `{tmp_path}`" in md and "`a/0`" in md and "`b`" in md
+    monkeypatch.chdir(tmp_path / "b")
+    assert cli(["report", "."]) == 0
+    assert f"1 run folder under `{tmp_path}` (" in (tmp_path / "b" / "report.md").read_text()
+
+
 def test_a_folder_without_run_folders_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     (tmp_path / "empty" / "sub").mkdir(parents=True)
     assert cli(["report", str(tmp_path / "empty")]) == 2
