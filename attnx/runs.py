@@ -87,21 +87,22 @@ def read_run(folder: Path) -> dict[str, Any]:
             folder, "no record", f"no {RESULTS} (the run stopped before writing it, or it was removed)"
         )
     why = _shape(record)
-    if why is not None:  # its configuration cannot be read either
-        return _lost(folder, "invalid", why)
+    if why is not None:  # its configuration cannot be read either: its overrides at most
+        return _lost(folder, "invalid", why, record.get("overrides"))
     why = _values(record) if record.get("status") == "completed" else None
     return record | {"_path": str(folder)} | ({"status": "invalid", "error": why} if why else {})
 
 
-def _lost(folder: Path, status: str, why: str) -> dict[str, Any]:
-    """A record for a run folder that has none to show (`_lost`): its status, why, and the overrides it
-    saved in `.hydra/` as it started (none when they cannot be read)."""
+def _lost(folder: Path, status: str, why: str, given: Any = None) -> dict[str, Any]:
+    """A record for a run folder that has none to show (`_lost`): its status, why, and its overrides:
+    `given` when they parse, else those it saved in `.hydra/` as it started, else none."""
     import yaml
 
-    try:
-        given = yaml.safe_load((folder / ".hydra" / "overrides.yaml").read_text())
-    except (OSError, yaml.YAMLError):
-        given = []
+    if _shape({"overrides": given}) is not None:
+        try:
+            given = yaml.safe_load((folder / ".hydra" / "overrides.yaml").read_text())
+        except (OSError, yaml.YAMLError):
+            given = []
     given = given if _shape({"overrides": given}) is None else []
     return {"status": status, "error": why, "overrides": given, "_path": str(folder), "_lost": True}
 

@@ -156,6 +156,10 @@ def invalid(folder: Path, case: str) -> dict[str, Any]:
         run["metrics"] = [0.99]
     elif case == "cost":
         run["params"] = "1k"
+    elif case == "config":
+        run["config"] = [1]
+    elif case == "overrides":
+        run["overrides"] = ["attention=multi_head", "task.max_len=[8"]
     else:
         run["metrics"]["test/exact_match"] = BAD_METRICS[case][0]
     write_results(folder, run)
@@ -167,6 +171,8 @@ REASONS = {
     "no metrics": "no metrics",
     "metrics list": "metrics is a list, not a mapping",
     "cost": 'params is "1k" (a string, not a number)',
+    "config": "config is a list, not a mapping",
+    "overrides": "overrides do not parse: ",
 }
 
 
@@ -182,13 +188,14 @@ def test_a_run_whose_metrics_are_not_finite_numbers_is_invalid_and_never_ranked(
     assert "8/9 runs completed; 1 invalid" in out and "8/9 runs completed; 1 invalid" in md
     assert "Best test/exact_match: 0.9050 (attention=additive, task.max_len=8)" in md
     listed = next(line for line in md.splitlines() if f"| {bad} " in line)
-    assert [c.strip() for c in listed.strip("| ").split("|")][-3:] == ["invalid", REASONS[case], str(bad)]
-    assert f"<td>invalid</td><td>{REASONS[case]}</td><td>{bad}</td>" in page
+    status, why, folder = [c.strip() for c in listed.strip("| ").split("|")][-3:]
+    assert (status, folder) == ("invalid", str(bad)) and why.startswith(REASONS[case])
+    assert f"<td>invalid</td><td>{why}</td><td>{bad}</td>" in page
     ranked = md.split("## Run folders")[0]  # results, statistics, costs, figures
     assert "multi_head" not in ranked and "nan" not in ranked.lower()
     with (sweep / "report.csv").open() as handle:
         rows = list(csv.DictReader(handle))
-    assert [r["status"] for r in rows if r["attention"] == "multi_head"] == ["invalid"]
+    assert [r["status"] for r in rows if r["folders"] == str(bad)] == ["invalid"]
     assert all(math.isfinite(float(r["test/exact_match"])) for r in rows if r["status"] == "completed")
 
 
