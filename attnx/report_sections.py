@@ -1,9 +1,9 @@
 """The sections of an `attnx report`: results with bootstrap intervals, the statistics of one compared
 key within cells (`attnx.significance`), cost with Pareto plots, figures and heatmaps, and every run
 folder found, with why any was left out of them (`attnx.runs`: no record, unreadable, invalid, not
-completed). A
-`Study` says what they are made of; `sections` turns it into `attnx.document` parts that `attnx.report`
-writes as Markdown, CSV and one HTML page, and `attnx.compare_report` wraps with its ranking.
+completed). A `Study` says what they are made of; `sections` turns it into `attnx.document` parts that
+`attnx.report` writes as Markdown, CSV and one HTML page, and `attnx.compare_report` wraps with its
+ranking.
 """
 
 from __future__ import annotations
