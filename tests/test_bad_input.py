@@ -4,8 +4,9 @@ One table of what users plausibly type, run in-process through `attnx.cli.main` 
 seconds of Lightning import each). `{name}` in a command line is a path or a long input from the
 `files` fixture, which trains one tiny seq2seq (RNN) and one self-attention checkpoint for predict.
 
-`attnx report` on a folder without any results.json is bad input too (a mistyped path, exit 2, as a
-folder that does not exist); a damaged results.json next to good ones is a warning (exit 0).
+`attnx report` on a folder without any run folder is bad input too (a mistyped path, exit 2, as a
+folder that does not exist); a damaged results.json next to good ones is listed in the report with why
+(exit 0).
 """
 
 from __future__ import annotations
