@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -23,15 +24,25 @@ task:
 """
 
 
+# What a wheel is built from. A copy, because setuptools builds in the source folder's build/, which keeps
+# the files of modules since renamed or removed and ships them.
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "attnx", "conf", "hydra_plugins")
+
+
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A non-editable install of the checkout into a folder of its own (its dependencies are this venv's);
     a process with it first on PYTHONPATH imports it, and reads its metadata (entry points), not the
     checkout's."""
-    target = tmp_path_factory.mktemp("site")
+    source, target = tmp_path_factory.mktemp("source"), tmp_path_factory.mktemp("site")
+    for name in SOURCES:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(ROOT / name, source / name)
     subprocess.run(
         [sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target",
-         str(target), str(ROOT)],
+         str(target), str(source)],
         check=True, capture_output=True,
     )  # fmt: skip
     return target
@@ -67,6 +78,9 @@ def test_non_editable_install_finds_its_configs(installed: Path, tmp_path: Path)
 def test_non_editable_install_has_the_shipped_plugins_in_any_folder(installed: Path, tmp_path: Path) -> None:
     """The README's `attention=linear` from a user's own project folder, with the installed `attnx`
     script; neither the checkout nor a ./plugins folder is anywhere in sight."""
+    shipped = {p.relative_to(installed) for p in (installed / "attnx").rglob("*.py")}
+    missing = {p.relative_to(ROOT) for p in (ROOT / "attnx").rglob("*.py")} - shipped
+    assert not missing, f"add their packages to pyproject.toml's packages: {sorted(map(str, missing))}"
     env = {**os.environ, "PYTHONPATH": str(installed), "ATTNX_PLUGIN_PATH": "", "OMP_NUM_THREADS": "1"}
     project = tmp_path / "project"
     project.mkdir()
