@@ -220,6 +220,19 @@ def check_plugins(mechanisms: Iterable[Any]) -> None:
             raise ConfigError(f"fails the conformance kit (attnx plugins check): {error}") from error
 
 
+def check_monitors(cfg: DictConfig, logged: Iterable[str], task: str) -> None:
+    """Every callback's `monitor` (the checkpoints' choice, `stop_at`) names a metric validation logs:
+    Lightning would say so only at the end of the first epoch."""
+    logged = sorted(logged)
+    for name, callback in (cfg.get("callbacks") or {}).items():
+        monitor = None if callback is None else callback.get("monitor")
+        if monitor is not None and monitor not in logged:
+            raise ConfigError(
+                f"callbacks.{name}.monitor={monitor}: task {task} logs no such metric; "
+                f"it logs {', '.join(logged)}"
+            )
+
+
 def _appended(node: Any, prefix: str = "") -> list[tuple[str, list[str]]]:
     """(key, the allowed keys) for every key that a schema-typed node's dataclass lacks: Hydra's merge
     rejects them, but a `+key=value` override opens the node and appends past the schema."""

@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from attnx import distributed, registry
-from attnx.checks import validate
+from attnx.checks import check_monitors, validate
 from attnx.config import CONF_DIR, ConfigError, check_overrides, one_line, plain, search_path_override
 from attnx.models.build import resolve_score_name
 from attnx.track import sweep
@@ -111,6 +111,8 @@ def train(cfg: DictConfig) -> float | None:
     # Lightning's advice to prefix the command with srun wherever srun exists: attnx reaches SLURM
     # through its launcher (hydra/launcher=slurm), and a login node's local run is meant to be local
     warnings.filterwarnings("ignore", message="The `srun` command is available on your system")
+    # a run shorter than its first validation: `_checkpoint_to_evaluate` says what it evaluates instead
+    warnings.filterwarnings("ignore", message=r"`ModelCheckpoint\(monitor=.*could not find the monitored key")
     hc = HydraConfig.get()
     multirun = hc.mode == RunMode.MULTIRUN
     output_dir = Path(cfg.paths.output_dir)
@@ -221,6 +223,7 @@ def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any,
     task = registry.build("task", cfg.task)
     task.setup()
     module = lit_module(model_spec(cfg, task))
+    check_monitors(cfg, module.validation_metrics(), cfg.task.name)
     try:
         trainer = _trainer(cfg, signals)
     except (InstantiationException, MisconfigurationException) as error:  # what validate cannot see
@@ -261,7 +264,9 @@ def _trainer(cfg: DictConfig, signals: Signals | None) -> Any:
     from attnx.lit.interrupt import SaveOnInterrupt
     from attnx.lit.resume import ExactResume
 
-    callbacks = [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
+    # a callback's factory may return None for "none" (callbacks.stop_at without a threshold)
+    configured = (instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None)
+    callbacks = [c for c in configured if c is not None]
     callbacks.append(ExactResume())  # a resumed run goes on as the interrupted one would have
     if signals is not None:
         callbacks.append(SaveOnInterrupt(signals, checkpoint_dir(cfg)))
@@ -318,7 +323,7 @@ def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) 
         # weights_only=True, explicitly: TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD cannot then turn pickle execution on
         trainer.fit(module, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
         record["wall_seconds"] = time.perf_counter() - started
-        best = getattr(trainer.checkpoint_callback, "best_model_path", "") or None
+        best = _checkpoint_to_evaluate(trainer)
         evaluate = {"datamodule": data, "ckpt_path": best, "verbose": False, "weights_only": True}
         for result in trainer.validate(module, **evaluate):
             metrics.update(result)
@@ -351,6 +356,24 @@ def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) 
             ", ".join(sorted(record["metrics"])),
         )
     return record["metrics"].get(cfg.optimized_metric)
+
+
+def _checkpoint_to_evaluate(trainer: Any) -> str | None:
+    """The best checkpoint; without one, the last (a run shorter than its first validation, such as a
+    smoke test with `trainer.max_steps` under an epoch, has none chosen by the monitored metric); None
+    without checkpoints (`callbacks.model_checkpoint=null`): the weights in memory."""
+    callback = trainer.checkpoint_callback
+    best = getattr(callback, "best_model_path", "") or None
+    last = getattr(callback, "last_model_path", "") or None
+    if best is None and last is not None:
+        log.warning(
+            "no best checkpoint by %s (training ended at step %d, before a validation chose one): "
+            "validating and testing the last, %s",
+            callback.monitor,
+            trainer.global_step,
+            last,
+        )
+    return best or last
 
 
 def _interrupted(record: Record, signum: int, trainer: Any) -> None:
