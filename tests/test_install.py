@@ -93,6 +93,12 @@ def test_non_editable_install_has_the_shipped_plugins_in_any_folder(installed: P
     assert listing.returncode == 0, listing.stderr
     for name in ("linear", "sliding_window", "local_window", "gaussian", "alibi", "t5_bias", "rope"):
         assert f"| {name} " in listing.stdout and f"dist attnx (attnx.contrib.{name})" in listing.stdout
+    for overrides, expected in (
+        (["experiment=zoology_mqar", "attention=sliding_window"], "name: sliding_window"),
+        (["experiment=positions", "positions=alibi"], "name: alibi"),
+    ):
+        job = attnx("train", *overrides, "--cfg", "job")
+        assert job.returncode == 0 and expected in job.stdout, job.stderr
     run = project / "run"
     trained = attnx(
         "train", *TINY_LM, "attention=linear", *sizes(train=32), *ONE_EPOCH, "trainer.max_steps=2",
