@@ -217,7 +217,13 @@ def test_a_shipped_plugin_copied_under_its_own_name_is_refused_naming_the_copy(t
 
 SLOW = "import time\n\ntime.sleep(600)  # an import that never returns\n"
 # each command as a user types it; the plugin's import happens before any of them checks its arguments
-HANGING = [["plugins"], ["train", "task=reverse"], ["bench"], ["predict", "ckpt=model.ckpt", "input=abc"]]
+HANGING = [
+    ["plugins"],
+    ["train", "task=reverse"],
+    ["bench"],
+    ["predict", "ckpt=model.ckpt", "input=abc"],
+    ["compare", "attention=linear"],
+]
 
 
 @pytest.mark.e2e
