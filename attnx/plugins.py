@@ -72,7 +72,7 @@ def check() -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = ArgumentParser(
         prog="attnx plugins",
-        description="List registered plugins (built-in, ./plugins, ATTNX_PLUGIN_PATH, entry points).",
+        description="List registered plugins (built-in, shipped, entry points, ATTNX_PLUGIN_PATH, ./plugins)",
     )
     parser.add_argument("action", nargs="?", choices=["check"], help="run the conformance kit on all of them")
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
