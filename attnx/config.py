@@ -100,6 +100,14 @@ def check_choice(group: str, name: str, options: list[str]) -> None:
         raise ConfigError(registry.unknown_message(group, name, options))
 
 
+def check_group_choices(parsed: list[Any]) -> None:
+    """Every option of a config group that the parsed overrides choose exists (`check_choice`)."""
+    keys = {o.key_or_group for o in parsed if "." not in o.key_or_group} - set(registry.KINDS)
+    options = group_options(keys)
+    for group, name in group_choices(parsed, {*registry.KINDS, *options}):
+        check_choice(group, name, options.get(group, []))
+
+
 # Hydra flags whose composition differs from `train`'s: `--config-name other` and the like
 _CONFIG_FLAGS = ("-cn", "-cp", "-cd", "--config-name", "--config-path", "--config-dir")
 
@@ -107,8 +115,10 @@ _CONFIG_FLAGS = ("-cn", "-cp", "-cd", "--config-name", "--config-path", "--confi
 def check_overrides(argv: list[str]) -> None:
     """Before anything launches: reject unknown options of every config group (did-you-mean), then
     compose what the jobs will compose, so that Hydra's own errors (unknown key, wrong type) come out
-    as one line. A plain run also reports a `???` left unset; in a sweep that is each run's failure."""
+    as one line. A plain run also reports a `???` left unset; a sweep's jobs are each checked as the job
+    would check itself, all before any launches (`attnx.preflight`)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.types import RunMode
 
     # what is not an override is a Hydra flag or its value (`--cfg job`)
     overrides = [a for a in argv if not a.startswith("-") and ("=" in a or a.startswith("~"))]
@@ -119,20 +129,20 @@ def check_overrides(argv: list[str]) -> None:
     registry.load_all()
     check_slot_overrides(parsed)
     check_plan(parsed)
-    keys = {o.key_or_group for o in parsed if "." not in o.key_or_group} - set(registry.KINDS)
-    options = group_options(keys)
-    for group, name in group_choices(parsed, {*registry.KINDS, *options}):
-        check_choice(group, name, options.get(group, []))
+    check_group_choices(parsed)
     if any(a.split("=")[0] in _CONFIG_FLAGS for a in argv):
         return
     multirun = "-m" in argv or "--multirun" in argv
-    for job in covering_jobs(parsed) if multirun else [overrides]:
-        try:
-            cfg = compose(job, require_values=len(overrides) == len(argv), return_hydra_config=multirun)
-        except ConfigError as error:
-            raise ConfigError(_slot_hint(str(error))) from None
-        if multirun:  # the launcher runs the jobs
-            check_slurm_tasks(cfg)
+    try:  # the first job of a sweep: what all its jobs share, said with attnx's hints
+        job = covering_jobs(parsed)[0] if multirun else overrides
+        cfg = compose(job, require_values=len(overrides) == len(argv), return_hydra_config=True)
+    except ConfigError as error:
+        raise ConfigError(_slot_hint(str(error))) from None
+    # a config may ask for a sweep itself (hparams_search=optuna: hydra.mode); `--cfg` launches nothing
+    if (multirun or cfg.hydra.mode == RunMode.MULTIRUN) and not {"-c", "--cfg", "-i", "--info"} & set(argv):
+        from attnx.preflight import check_sweep
+
+        check_sweep(parsed, cfg.hydra)
 
 
 SLURM_LAUNCHER = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"
@@ -240,12 +250,18 @@ def compose(
             )
     except Exception as error:
         raise ConfigError(one_line(error)) from error
+    if require_values:
+        check_missing(cfg)
+    return cfg
+
+
+def check_missing(cfg: DictConfig) -> None:
+    """A ConfigError naming the keys of a composed config left at `???` (its `hydra` node aside)."""
     missing = [k for k in _missing(OmegaConf.to_container(cfg, resolve=False)) if not k.startswith("hydra.")]
-    if missing and require_values:
+    if missing:
         raise ConfigError(
             f"missing value for {', '.join(missing)}: set it on the command line, e.g. {missing[0]}=..."
         )
-    return cfg
 
 
 def _missing(node: Any, prefix: str = "") -> list[str]:

@@ -19,6 +19,7 @@ from typing import Any
 
 from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
 from hydra.core.override_parser.overrides_parser import OverridesParser
+from hydra.core.override_parser.types import Override
 from hydra.core.plugins import Plugins
 from hydra.errors import HydraException
 from hydra.plugins.sweeper import Sweeper
@@ -27,16 +28,27 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 
 def read_plan(path: str | Path) -> list[list[str]]:
-    """The jobs of a plan file; a HydraException naming the file when it is not a list of lists of strings."""
+    """The jobs of a plan file; a HydraException naming the file when it is not a non-empty list of lists
+    of strings (an empty plan would launch nothing and say nothing)."""
     try:
         jobs = OmegaConf.load(path)
     except Exception as error:
-        raise HydraException(f"hydra.sweeper.plan={path}: cannot read it ({error})") from error
+        said = " ".join(str(error).split())  # YAML's parse errors span lines: the user sees one
+        raise HydraException(f"hydra.sweeper.plan={path}: cannot read it ({said})") from error
     if not isinstance(jobs, ListConfig) or not all(
         isinstance(job, ListConfig) and all(isinstance(o, str) for o in job) for job in jobs
     ):
         raise HydraException(f"hydra.sweeper.plan={path}: must be a list of jobs, each a list of overrides")
+    if not jobs:
+        raise HydraException(f"hydra.sweeper.plan={path}: lists no jobs")
     return [list(job) for job in jobs]
+
+
+def plan_jobs(plan: list[list[str]], arguments: list[Override]) -> list[list[str]]:
+    """Each plan job crossed with the command line's sweeps, plan job by plan job: job N of the sweep
+    is `jobs[N]` (attnx.preflight checks the same list before the launch)."""
+    (crossed,) = BasicSweeper.split_arguments(arguments, None)
+    return [[*common, *job] for job in plan for common in crossed]
 
 
 class PlanSweeper(Sweeper):
@@ -54,11 +66,10 @@ class PlanSweeper(Sweeper):
         )
 
     def jobs(self, arguments: list[str]) -> list[list[str]]:
-        """Each plan job crossed with the command line's sweeps, plan job by plan job."""
+        """`plan_jobs` of this sweeper's plan and the command line's task overrides."""
         assert self.hydra_context is not None
         parser = OverridesParser.create(config_loader=self.hydra_context.config_loader)
-        (crossed,) = BasicSweeper.split_arguments(parser.parse_overrides(arguments), None)
-        return [[*common, *job] for job in read_plan(self.plan) for common in crossed]
+        return plan_jobs(read_plan(self.plan), parser.parse_overrides(arguments))
 
     def sweep(self, arguments: list[str]) -> Sequence[Any]:
         assert self.config is not None and self.launcher is not None

@@ -1,0 +1,116 @@
+"""Every job of a sweep composed and checked before any is launched (`check_sweep`, called by
+`attnx.config.check_overrides`): a value that fails validation in one job stops the whole sweep with
+one line naming the job and the key (exit 2), rather than failing that run after the others started.
+
+The jobs are those the sweeper will launch, numbered as their folders `<sweep dir>/N` will be: Hydra's
+BasicSweeper takes the product of the command line's sweeps; the plan sweeper crosses its file's jobs
+with that product (`plan_jobs`). A sweeper that draws values while it runs (Optuna) is checked on what
+is known before: its fixed overrides with each value of its choices and ranges and both bounds of its
+intervals, one job per value (`covering_jobs`). A value drawn inside an interval, and a combination
+of drawn values, are checked by its trial when it runs.
+
+Each job gets what `attnx.train.assemble` checks before it builds any data: `attnx.checks.validate`
+and the task's constructor (its own argument checks: `task.min_len <= task.max_len`). The jobs share
+one Hydra initialisation; `validate` imports Lightning once, for the Trainer's signature.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf.errors import OmegaConfBaseException
+
+from attnx import registry
+from attnx.config import (
+    CONF_DIR,
+    ConfigError,
+    check_missing,
+    check_slurm_tasks,
+    covering_jobs,
+    one_line,
+    search_path_override,
+)
+
+BASIC = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
+PLAN = "hydra_plugins.attnx_plan_sweeper.plan_sweeper.PlanSweeper"
+# what a job's own checks raise for a config the user can fix (attnx.train._run says the same)
+USER_ERRORS = (ConfigError, ValueError, registry.RegistryError, OmegaConfBaseException)
+
+
+def check_sweep(parsed: list[Any], hydra_cfg: DictConfig) -> None:
+    """Compose and check every job of the sweep that the command line's overrides (`parsed`) and its
+    first job's `hydra` node describe; a ConfigError naming the first job that fails, and why."""
+    import hydra
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    with hydra.initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        # with the config loader: a glob of a group's options (`attention=glob(*)`) lists them
+        parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
+        shared = [*(o.input_line for o in parsed if o.is_hydra_override()), *search_path_override()]
+        task = parser.parse_overrides([o.input_line for o in parsed if not o.is_hydra_override()])
+        jobs, complete = sweep_jobs(task, hydra_cfg.sweeper, parser)
+        for number, job in enumerate(jobs):
+            try:
+                cfg = hydra.compose("train", [*shared, *job], return_hydra_config=True)
+            except Exception as error:  # Hydra's own: an unknown key, a wrong type, a missing option
+                raise ConfigError(f"{_label(number, job, jobs, complete)}: {one_line(error)}") from None
+            try:
+                check_job(cfg)
+            except USER_ERRORS as error:
+                raise ConfigError(f"{_label(number, job, jobs, complete)}: {one_line(error)}") from None
+
+
+def sweep_jobs(task: list[Any], sweeper: DictConfig, parser: Any) -> tuple[list[list[str]], bool]:
+    """The task overrides of each job that `sweeper` will launch, and whether these are all of them
+    (False: the sweeper draws values as it runs, and these cover the ones known before)."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.errors import HydraException
+
+    from hydra_plugins.attnx_plan_sweeper.plan_sweeper import plan_jobs, read_plan
+
+    target = sweeper.get("_target_")
+    try:
+        if target == BASIC:
+            (jobs,) = BasicSweeper.split_arguments(task, None)
+            return jobs, True
+        if target == PLAN:
+            if OmegaConf.is_missing(sweeper, "plan"):
+                raise ConfigError("hydra.sweeper.plan is not set: name the plan, hydra.sweeper.plan=FILE")
+            return plan_jobs(read_plan(sweeper.plan), task), True
+    except HydraException as error:  # a sweep type the sweeper cannot expand; an unreadable plan
+        raise ConfigError(one_line(error)) from None
+    given = {o.key_or_group for o in task}
+    space = [f"{key}={value}" for key, value in (sweeper.get("params") or {}).items() if key not in given]
+    known = [_with_bounds(o) for o in [*task, *parser.parse_overrides(space)]]
+    return covering_jobs(parser.parse_overrides(known)), False
+
+
+def check_job(cfg: DictConfig) -> None:
+    """What a job checks before it builds its data (`attnx.train.assemble`), on its config composed
+    with the `hydra` node (which the job's own config lacks)."""
+    from attnx.checks import validate
+
+    check_missing(cfg)
+    check_slurm_tasks(cfg)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    validate(cfg)
+    registry.build("task", cfg.task)
+
+
+def _with_bounds(override: Any) -> str:
+    """An interval (`interval(1e-4, 1e-2)`, tagged or cast) as the choice of its two bounds."""
+    from hydra.core.override_parser.types import ValueType
+
+    if override.value_type != ValueType.INTERVAL_SWEEP:
+        return override.input_line
+    interval = override.value()
+    return f"{override.get_key_element()}=choice({interval.start},{interval.end})"
+
+
+def _label(number: int, job: list[str], jobs: list[list[str]], complete: bool) -> str:
+    """A job by its number (its folder in the sweep) and what sets it apart from the others."""
+    own = [o for o in job if any(o not in other for other in jobs)] or job
+    return f"job {number} ({' '.join(own)})" if complete else f"a trial with {' '.join(own)}"
