@@ -15,7 +15,8 @@ projections, i.e. the Linear layers directly inside it) with the analytic cost o
 from the lecture notes: 2·N²·d for QKᵀ plus 2·N²·d for weights·V per head of width d, times batch
 and heads, i.e. 4·N²·d_model·batch. The growth exponent k of time ~ N^k is fitted on the upper half
 of each row's N grid, where fixed per-call costs no longer dominate. `--causal` runs the mechanisms
-under a causal mask (`Positions.self_attention(N, causal=True)`), leaving out those that declare none.
+under a causal mask (`Positions.self_attention(N, causal=True)`): `all` leaves out those that declare
+none (one line says which), naming one of them is an error.
 `--lm` runs the lm kind's whole decoder-only model (embedding, one block whose causal self-attention
 is each named mechanism, the next-token head) over N tokens, as the encoder rows run encoders.
 
@@ -190,11 +191,8 @@ def _device(value: str) -> str:
 def cases(args: argparse.Namespace) -> list[Case]:
     """Every (mechanism, score, d, heads) and (encoder, d, heads) the arguments select."""
     found: list[Case] = []
-    for name in _names(args.attention, "attention") if args.attention else []:
+    for name in _causal(args) if args.attention else []:
         cls = registry.get("attention", name)
-        if args.causal and not cls.causal:
-            print(f"attnx bench: --causal leaves out {name}: it declares no causal mask", file=sys.stderr)
-            continue
         if cls.default_score is None:
             scores: list[str | None] = [None]
         else:
@@ -214,6 +212,20 @@ def cases(args: argparse.Namespace) -> list[Case]:
             raise ValueError(f"--encoder must name some of {', '.join(ENCODERS)}; got {name!r}")
         found += [Case("encoder", name, None, d, h) for d, h in _widths(args, ENCODER_HEADS[name])]
     return found
+
+
+def _causal(args: argparse.Namespace) -> list[str]:
+    """`--attention`'s mechanisms; under `--causal` only those that declare a causal mask. Naming one
+    that declares none is an error; `all` leaves them out, said in one line."""
+    names = _names(args.attention, "attention")
+    if not args.causal:
+        return names
+    acausal = [name for name in names if not registry.get("attention", name).causal]
+    if acausal and args.attention != "all":
+        raise ValueError(f"--causal: no causal mask in {', '.join(acausal)}; leave them out of --attention")
+    if acausal:
+        print(f"attnx bench: --causal leaves out {', '.join(acausal)}: no causal mask", file=sys.stderr)
+    return [name for name in names if name not in acausal]
 
 
 def _widths(args: argparse.Namespace, has_heads: bool) -> list[tuple[int, int | None]]:

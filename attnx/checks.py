@@ -125,6 +125,36 @@ def check_sites(cfg: DictConfig) -> dict[str, Any]:
     return found
 
 
+def check_lengths(cfg: DictConfig, task: Any) -> None:
+    """The longest sequence of a built task's splits fits the `max_len` of each model part that reads
+    it: the self-attention encoder refuses longer inputs, and a position table (`positions` other than
+    none) has no row past it. A decoder reads its targets (teacher-forced) and, on val and test, up to
+    `decode.max_len_ratio` x source + 5 decoded steps. Otherwise a ValueError once training started."""
+    sources = {split: int(data.src_len.max()) for split, data in task.splits.items() if len(data)}
+    reads: list[tuple[str, dict[str, int], str]] = [("lm", sources, "sequence")]  # (section, lengths, what)
+    if task.model_type != "lm":
+        reads = [("encoder", sources, "source")]
+    if task.model_type == "seq2seq":
+        decoded = {s: int(cfg.decode.max_len_ratio * n) + 5 for s, n in sources.items() if s != "train"}
+        steps = {
+            split: max(int(data.tgt_len.max()) - 1, decoded.get(split, 0))
+            for split, data in task.splits.items()
+            if len(data)
+        }
+        reads.append(("decoder", steps, "decoder steps (targets, or decoding)"))
+    for section, lengths, what in reads:
+        node = cfg.get(section)
+        limit = node.get("max_len") if isinstance(node, DictConfig) else None
+        if limit is None or not lengths or (section != "encoder" and node.get("positions") == "none"):
+            continue
+        split, longest = max(lengths.items(), key=lambda item: item[1])
+        if longest > limit:
+            raise ConfigError(
+                f"{section}.max_len={limit}: the {split} split of task={cfg.task.name} needs {longest} "
+                f"tokens of {what}; raise {section}.max_len to at least {longest} or shorten the task"
+            )
+
+
 def check_trainer(trainer: DictConfig) -> None:
     """Every `trainer.*` key is an argument of Lightning's Trainer with a value of its annotated type,
     and the accelerator exists and is available here. The Trainer itself takes `max_epochs=ten` and

@@ -31,7 +31,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
-from attnx.config import ConfigError, compose, one_line, search_path_override
+from attnx.compare_checks import check_arms, check_keys, check_runs
+from attnx.config import ConfigError, one_line, search_path_override
 from attnx.matching import Matched, match_widths
 from attnx.runs import lower_is_better
 
@@ -42,6 +43,7 @@ OWN = {  # run keys compare sets itself, and how to say what you meant instead
     "resume": "it always resumes: resume=auto",
     "hydra.sweep.dir": "its folder is out=DIR",
     "hydra/sweeper": "its plan of runs",
+    "paired_embeddings": "the arms of a seed share its initial embeddings",
 }
 COMPARE_KEYS = (
     "suite",
@@ -111,7 +113,9 @@ def main(argv: list[str]) -> int:
         registry.load_all()
         request = split(argv)
         cfg = compose_compare(request.compare)
+        check_keys(cfg)
         suite = suite_name(request.compare)
+        check_runs(cfg, request.runs, suite)
         candidate = candidate_arm(cfg, request.candidate)
         arms = [Arm(m, (f"attention={m}",)) for m in cfg.mechanisms if m != candidate.label] + [candidate]
         out = Path(cfg.out or Path("compare") / suite / slug(candidate.label))
@@ -199,18 +203,9 @@ def compose_compare(overrides: list[str]) -> DictConfig:
             options = group_options({"suite"}, "compare").get("suite", [])
             raise ConfigError(registry.unknown_message("suite", missing.group(1), options)) from None
         raise ConfigError(one_line(error)) from error
-    for name in ("seeds", "mechanisms"):
-        if not cfg[name]:
-            raise ConfigError(f"{name} is empty: a comparison needs at least one")
-    if not cfg.tasks:
-        raise ConfigError("the suite names no tasks")
-    falling = [f"{name}: {task.metric}" for name, task in cfg.tasks.items() if lower_is_better(task.metric)]
-    if falling:
-        raise ConfigError(
-            f"suite task {falling[0]}: a suite's metric must rise as models improve (accuracy, exact match)"
-        )
-    if cfg.baseline not in cfg.mechanisms:
-        raise ConfigError(f"baseline={cfg.baseline} is not one of mechanisms={list(cfg.mechanisms)}")
+    unset = sorted(k for k in OmegaConf.missing_keys(cfg) if not k.startswith("tasks."))  # theirs: check_keys
+    if unset:
+        raise ConfigError(f"missing value for {', '.join(unset)}: set it in the suite or on the command line")
     return cfg
 
 
@@ -234,33 +229,6 @@ def candidate_arm(cfg: DictConfig, overrides: list[str]) -> Arm:
 
 def launcher_override(cfg: DictConfig, runs: list[str]) -> list[str]:
     return [] if any(o.startswith("hydra/launcher=") for o in runs) else [f"hydra/launcher={cfg.launcher}"]
-
-
-def check_arms(
-    cfg: DictConfig, arms: list[Arm], runs: list[str]
-) -> tuple[dict[str, list[Arm]], dict[tuple[str, str], str]]:
-    """Per task, the arms whose composed config validates; the others with the one line that says why
-    (`attention=none: NoAttention cannot be a causal self-attention layer ...`). A config the user got
-    wrong for every arm (a mistyped key) is an error, not a row of refusals."""
-    from attnx.checks import validate
-
-    hosted: dict[str, list[Arm]] = {}
-    refused: dict[tuple[str, str], str] = {}
-    for task, spec in cfg.tasks.items():
-        hosted[task] = []
-        for arm in arms:
-            try:
-                validate(compose([*spec.overrides, *arm.overrides, *runs]))
-            except (ConfigError, ValueError, registry.RegistryError) as error:
-                refused[(task, arm.label)] = str(error)
-                continue
-            hosted[task].append(arm)
-        if not hosted[task]:
-            raise ConfigError(f"suite task {task}: no arm can run: {refused[(task, arms[0].label)]}")
-    if all((task, arms[-1].label) in refused for task in cfg.tasks):
-        why = refused[(next(iter(cfg.tasks)), arms[-1].label)]
-        raise ConfigError(f"{arms[-1].label} runs on no task of the suite: {why}")
-    return hosted, refused
 
 
 def search_jobs(cfg: DictConfig, hosted: dict[str, list[Arm]]) -> list[Job]:

@@ -34,7 +34,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from attnx import distributed, registry
-from attnx.checks import check_monitors, validate
+from attnx.checks import check_lengths, check_monitors, validate
 from attnx.config import CONF_DIR, ConfigError, check_overrides, one_line, plain, search_path_override
 from attnx.models.build import resolve_score_name
 from attnx.track import sweep
@@ -127,6 +127,8 @@ def train(cfg: DictConfig) -> float | None:
             log.error("%s", error)
             return math.nan
         raise UserError(str(error)) from None
+    except OSError as error:  # no folder there (a file in its path, no permission): nothing can be recorded
+        raise UserError(f"paths.output_dir={output_dir}: cannot write there ({error.strerror})") from None
     try:
         if lock.stale:
             log.warning(
@@ -222,6 +224,7 @@ def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any,
     pl.seed_everything(cfg.seed, workers=True, verbose=False)
     task = registry.build("task", cfg.task)
     task.setup()
+    check_lengths(cfg, task)
     module = lit_module(model_spec(cfg, task))
     check_monitors(cfg, module.validation_metrics(), cfg.task.name)
     try:

@@ -12,12 +12,15 @@ folder that does not exist); a damaged results.json next to good ones is listed 
 from __future__ import annotations
 
 import json
+import re
 import shlex
+import socket
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
-from tiny import TINY, TINY_BUDGET, TINY_SELF_ATTN, train
+from tiny import TINY, TINY_BUDGET, TINY_LM, TINY_SELF_ATTN, train
 
 from attnx.cli import main as cli
 
@@ -190,6 +193,18 @@ CASES = [
     ),
     ("train trainer.devices=abc", "`devices` selected with `CPUAccelerator` should be an int > 0", None),
     ("train 'threads=${{oc.env:ATTNX_NO_SUCH_VARIABLE,abc}}'", "(key: threads)", None),
+    # train: where a run writes, what a callback watches, what a search optimises
+    (
+        "train paths.output_dir={text}/x",
+        "paths.output_dir={text}/x: cannot write there (Not a directory)",
+        None,
+    ),
+    (
+        "train callbacks.model_checkpoint.monitor=val/nope",
+        "callbacks.model_checkpoint.monitor=val/nope: task reverse logs no such metric",
+        None,
+    ),
+    ("train hparams_search=optuna hydra.sweeper.n_trials=abc", "hydra.sweeper.n_trials=abc", None),
     # train: checkpoints to start from, verified before training
     ("train ckpt_path={text}", "ckpt_path={text}: not a torch checkpoint (no zip archive)", None),
     ("train ckpt_path={truncated}", "ckpt_path={truncated}: a damaged or truncated archive", None),
@@ -272,8 +287,109 @@ CASES = [
     ("compare attention=dot,additive", "give one value", None),
     ("compare attention=local_window -m", "-m: attnx compare takes overrides only", None),
     (
-        "compare attention=local_window trainer.max_epochs=ten",
-        "suite task reverse: no arm can run: trainer.max_epochs=ten: expected Optional[int]",
+        "compare attention=local_window trainer.gradient_clip_val=abc",
+        "suite task reverse: no arm can run: trainer.gradient_clip_val=abc: expected",
+        None,
+    ),
+    # compare: protocol values out of range, checked before anything trains
+    (
+        "compare attention=local_window protocol.param_tolerance=-0.1",
+        "protocol.param_tolerance=-0.1: must",
+        None,
+    ),
+    ("compare attention=local_window protocol.lr_grid=[]", "protocol.lr_grid is empty", None),
+    (
+        "compare attention=local_window protocol.lr_grid=[0.01,-0.1]",
+        "protocol.lr_grid=[0.01, -0.1]: -0.1 is no learning rate",
+        None,
+    ),
+    ("compare attention=local_window seeds=[0,0,1]", "seeds=[0, 0, 1]: 0 is repeated", None),
+    ("compare attention=local_window mechanisms=[none,additive,bahdanau]", "additive is repeated", None),
+    ("compare attention=local_window bench.n=0", "bench.n=0: must be a positive integer", None),
+    ("compare attention=local_window bench.heads=3", "bench.heads=3 must divide bench.dim=64", None),
+    ("compare attention=local_window score_host=nope", "score_host: unknown attention 'nope'", None),
+    # compare: suite files (the `files` fixture's conf/suite/) that name what does not exist
+    ("compare attention=local_window suite=noseeds", "missing value for seeds", None),
+    ("compare attention=local_window suite=nometric", "suite task reverse: no metric", None),
+    (
+        "compare attention=local_window suite=wrongmetric",
+        "suite task reverse: metric test/acc: its runs never log it; they log test/exact_match, test/loss",
+        None,
+    ),
+    (
+        "compare attention=local_window suite=badwidth",
+        "width key encoder.hiden_dim does not exist; integer keys there: encoder.embed_dim, encoder.hidden",
+        None,
+    ),
+    (
+        "compare attention=local_window suite=unknownmech",
+        "mechanisms: unknown attention 'nope'; did you mean 'none'? available: additive",
+        None,
+    ),
+    (
+        "compare attention=local_window suite=longmqar",
+        "suite task mqar: lm.max_len=32: the test split of task=mqar needs 64 tokens",
+        None,
+    ),
+    (
+        "compare attention=local_window suite=shortenc",
+        "suite task reverse: encoder.max_len=8: the train split of task=reverse needs 12 tokens",
+        None,
+    ),
+    # compare: run overrides that the suite or the protocol sets (theirs would silently win)
+    (
+        "compare attention=local_window task=sort",
+        "task=sort: suite quick sets task itself (task=reverse for task reverse)",
+        None,
+    ),
+    (
+        "compare attention=local_window trainer.max_epochs=1",
+        "suite quick sets trainer.max_epochs itself",
+        None,
+    ),
+    (
+        "compare attention=local_window protocol.lr_search=true optim.lr=0.1",
+        "optim.lr=0.1: protocol.lr_search=true sets optim.lr itself",
+        None,
+    ),
+    (
+        "compare attention=local_window protocol.match_params=true encoder.hidden_dim=8",
+        "encoder.hidden_dim=8: protocol.match_params=true sets encoder.hidden_dim itself",
+        None,
+    ),
+    ("compare attention=local_window paired_embeddings=false", "sets paired_embeddings itself", None),
+    # compare: where it writes and what launches its runs
+    ("compare attention=local_window out={text}", "out={text}: {text} is a file, not a folder", None),
+    ("compare attention=local_window out={text}/sub", "{text} is a file, not a folder", None),
+    (
+        "compare attention=local_window hydra/launcher=nope",
+        "unknown hydra/launcher 'nope'; available: basic, joblib",
+        None,
+    ),
+    ("compare attention=local_window launcher=nope", "launcher: unknown hydra/launcher 'nope'", None),
+    # train: data longer than a model's max_len (the lm, mqar, architecture and positions groups)
+    ("train {lm} lm.max_len=8", "lm.max_len=8: the train split of task=mqar needs 16 tokens", None),
+    ("train {lm} task.test_seq_len=64 lm.max_len=32", "lm.max_len=32: the test split of task=mqar", None),
+    (
+        "train task=mqar +mqar=len64_pairs4 lm.d_model=16 lm.num_layers=1 lm.max_len=32",
+        "lm.max_len=32: the train split of task=mqar needs 64 tokens",
+        None,
+    ),
+    (
+        "train encoder=self_attn encoder.max_len=8 task.max_len=12",
+        "encoder.max_len=8: the train split of task=reverse needs 12 tokens of source",
+        None,
+    ),
+    (
+        "train encoder=self_attn encoder.max_len=12 task.max_len=12 task.test_max_len=20",
+        "encoder.max_len=12: the test split of task=reverse needs",
+        None,
+    ),
+    ("train +architecture=transformer encoder.max_len=4", "encoder.max_len=4: the train split", None),
+    ("train decoder=transformer decoder.max_len=8", "decoder.max_len=8: the val split of task=reverse", None),
+    (
+        "train +positions=learned encoder=self_attn decoder=transformer encoder.max_len=4",
+        "encoder.max_len=4",
         None,
     ),
     # train with a plan of jobs (hydra/sweeper=plan)
@@ -282,6 +398,12 @@ CASES = [
     # dashboard, sync
     ("dashboard {missing}", "no such folder: {missing}", None),
     ("dashboard {runs} --port 70000", "argument --port: expected a port number from 0 to 65535", None),
+    (
+        "dashboard {runs} --host nosuchhost.invalid",
+        "attnx dashboard: --host nosuchhost.invalid: not an address to serve on",
+        None,
+    ),
+    ("dashboard {runs} --port {busy}", "--port {busy}: cannot serve there (Address already in use)", None),
     ("sync {missing}", "no such folder: {missing}", None),
     ("sync {empty_folder}", "no offline W&B runs under {empty_folder}", None),
     ("sync", "the following arguments are required: dirs", None),
@@ -302,6 +424,7 @@ CASES = [
     ("bench --encoder cnn", "--encoder must name some of rnn, self_attn; got 'cnn'", None),
     ("bench --attention multi_head --dim 64 --heads 3", "--heads must divide --dim", None),
     ("bench --bogus", "unrecognized arguments: --bogus", None),
+    ("bench --causal --attention none,fixed_c,dot", "--causal: no causal mask in none, fixed_c", None),
     # plugins, and the dispatcher
     ("plugins chek", "argument action: invalid choice: 'chek'", None),
     ("plugins --bogus", "unrecognized arguments: --bogus", None),
@@ -310,9 +433,41 @@ CASES = [
 ]
 
 
+# Suites with one thing wrong each (`compare suite=NAME`, from the `files` fixture's conf/suite/)
+SUITE_TASK = """  reverse:
+    overrides: [task=reverse, task.min_len=3, task.max_len=5, task.train_size=48, task.val_size=16,
+                task.test_size=16, encoder.embed_dim=8, encoder.hidden_dim=16, decoder.embed_dim=8,
+                decoder.hidden_dim=16]
+"""
+SUITES = {
+    "noseeds": f"tasks:\n{SUITE_TASK}    metric: test/exact_match\n",
+    "nometric": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    width: [encoder.hidden_dim]\n",
+    "wrongmetric": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    metric: test/acc\n",
+    "badwidth": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    metric: test/exact_match\n"
+    "    width: [encoder.hiden_dim]\n",
+    "unknownmech": f"seeds: [0, 1]\nmechanisms: [none, additive, nope]\ntasks:\n{SUITE_TASK}"
+    "    metric: test/exact_match\n",
+    "longmqar": """seeds: [0, 1]
+tasks:
+  mqar:
+    overrides: [task=mqar, task.vocab_size=16, task.seq_len=16, task.test_seq_len=64, task.num_kv_pairs=2,
+                task.train_size=48, task.val_size=16, task.test_size=16, lm.d_model=16, lm.max_len=32]
+    metric: test/acc
+""",
+    "shortenc": """seeds: [0, 1]
+tasks:
+  reverse:
+    overrides: [task=reverse, task.min_len=3, task.max_len=12, task.train_size=48, task.val_size=16,
+                task.test_size=16, encoder=self_attn, encoder.max_len=8]
+    metric: test/exact_match
+""",
+}
+
+
 @pytest.fixture(scope="module")
-def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
-    """Paths the table names: two tiny trained runs, unreadable checkpoints, plugin folders."""
+def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """Paths the table names: two tiny trained runs, unreadable checkpoints, plugin folders, suites,
+    a port in use."""
     root = tmp_path_factory.mktemp("bad_input")
     assert train(root / "rnn", *TINY) == 0
     assert train(root / "sa", *TINY, *TINY_SELF_ATTN) == 0
@@ -328,15 +483,23 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     (root / "broken" / "broken.py").write_text("import nonexistent_mod\n")
     (root / "transposed").mkdir()
     (root / "transposed" / "transposed.py").write_text(TRANSPOSED)
+    (root / "conf" / "suite").mkdir(parents=True)
+    for name, text in SUITES.items():
+        (root / "conf" / "suite" / f"{name}.yaml").write_text(f"# @package _global_\n{text}")
     paths = {p.stem: str(p) for p in root.iterdir()}
-    return paths | {
-        "rnn": str(rnn),
-        "sa": str(root / "sa" / "checkpoints" / "last.ckpt"),
-        "runs": str(root / "rnn"),
-        "missing": str(root / "missing"),
-        "x600": " ".join(["3"] * 600),
-        "x2000": " ".join(["3"] * 2000),
-    }
+    with socket.socket() as busy:
+        busy.bind(("localhost", 0))
+        busy.listen()
+        yield paths | {
+            "rnn": str(rnn),
+            "sa": str(root / "sa" / "checkpoints" / "last.ckpt"),
+            "runs": str(root / "rnn"),
+            "missing": str(root / "missing"),
+            "x600": " ".join(["3"] * 600),
+            "x2000": " ".join(["3"] * 2000),
+            "lm": " ".join(TINY_LM),
+            "busy": str(busy.getsockname()[1]),
+        }
 
 
 def run(argv: list[str], capfd: pytest.CaptureFixture) -> tuple[int | str | None, str]:
@@ -349,6 +512,10 @@ def run(argv: list[str], capfd: pytest.CaptureFixture) -> tuple[int | str | None
     return code, capfd.readouterr().err
 
 
+def _no_training(*args: object, **kwargs: object) -> int:
+    raise AssertionError("attnx compare got past its checks: it would train")
+
+
 def argv_of(line: str, files: dict[str, str], tmp: Path) -> list[str]:
     """The command line with `{name}`s filled in; `train` gets the tiny overrides after its Hydra
     flags (later overrides win, so the case's own come last) and a run folder in `tmp`."""
@@ -358,7 +525,8 @@ def argv_of(line: str, files: dict[str, str], tmp: Path) -> list[str]:
     flags = [a for i, a in enumerate(args) if a.startswith("-") or (i and args[i - 1] == "--cfg")]
     overrides = [a for a in args if a not in flags]
     folder = f"hydra.sweep.dir={tmp}" if "-m" in flags else f"hydra.run.dir={tmp}"
-    tiny = TINY_BUDGET if "decoder=transformer" in overrides else TINY  # TINY sizes the rnn decoder
+    transformer = {"decoder=transformer", "+architecture=transformer"} & set(overrides)
+    tiny = TINY_BUDGET if transformer else TINY  # TINY sizes the rnn decoder
     return [command, *flags, *tiny, *overrides, folder]
 
 
@@ -374,11 +542,31 @@ def test_bad_input_is_one_line_and_exit_2(
 ) -> None:
     if plugins:
         monkeypatch.setenv("ATTNX_PLUGIN_PATH", files[plugins])
+    if line.startswith("compare"):  # the table's suites; a check that lets a case through fails, not trains
+        monkeypatch.setenv("ATTNX_CONFIG_PATH", files["conf"])
+        monkeypatch.setattr("attnx.compare.launch", _no_training)
     code, err = run(argv_of(line, files, tmp_path), capfd)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 2, err
     assert len(lines) == 1 and "Traceback" not in err, err
     assert expected.format(**files) in lines[0]
+
+
+# Config groups of conf/ that no case names, and why; every other group, and every command, has a case
+UNCASED_GROUPS = {"task_defaults": "chosen by the task and encoder, never named on the command line"}
+
+
+def test_every_command_and_config_group_has_a_case() -> None:
+    """The table grows with each new surface: a new command or config group fails here until it has a
+    case (a group is named as `group=`, `+group=`, `group.` or `group/`)."""
+    from attnx.cli import COMMANDS
+    from attnx.config import CONF_DIR
+
+    lines = [case.values[0] if hasattr(case, "values") else case[0] for case in CASES]
+    assert set(COMMANDS) <= {line.split()[0] for line in lines}
+    groups = {p.name for p in Path(CONF_DIR).iterdir() if p.is_dir()} - set(UNCASED_GROUPS)
+    named = {g for g in groups if any(re.search(rf"(^|[ +{{]){g}[=./}}]", line) for line in lines)}
+    assert sorted(groups - named) == []
 
 
 def test_unknown_input_tokens_are_a_warning(files: dict[str, str], capfd: pytest.CaptureFixture) -> None:

@@ -9,7 +9,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnx.bench import Point, budget, budget_table, growth_exponent, main
+from attnx import registry
+from attnx.bench import Point, budget, budget_table, cases, growth_exponent, main, parser
 from attnx.measure import count_flops, interleaved, peak_memory, ratios
 
 CPU = torch.device("cpu")
@@ -69,14 +70,24 @@ def test_bench_rejects_unknown_names_and_bad_grids(capsys: pytest.CaptureFixture
     assert main(["--attention", "", "--encoder", ""]) == 2
 
 
+def test_bench_causal_over_all_says_once_which_it_leaves_out(
+    capsys: pytest.CaptureFixture,
+) -> None:
+    selected = cases(parser().parse_args(["--causal", "--encoder", ""]))
+    acausal = [n for n in registry.available("attention") if not registry.get("attention", n).causal]
+    assert acausal and {case.name for case in selected} == set(registry.available("attention")) - set(acausal)
+    assert capsys.readouterr().err.splitlines() == [
+        f"attnx bench: --causal leaves out {', '.join(acausal)}: no causal mask"
+    ]
+
+
 @pytest.mark.e2e
 def test_bench_causal_rows_with_their_memory_budgets(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
-    argv = ["--attention", "multi_head,linear,sliding_window,none", "--causal", "--encoder", ""]
+    argv = ["--attention", "multi_head,linear,sliding_window", "--causal", "--encoder", ""]
     argv += ["--lengths", "8,16", "--dim", "16", "--heads", "2", "--batch", "2"]
     argv += ["--repeats", "1", "--warmup", "0", "--out", str(tmp_path)]
     assert main(argv) == 0
     captured = capsys.readouterr()
-    assert "--causal leaves out none: it declares no causal mask" in captured.err
     rows = list(csv.DictReader((tmp_path / "bench.csv").open()))
     assert {row["label"] for row in rows} == {
         "multi_head/scaled_dot d=16 h=2 causal",

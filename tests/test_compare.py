@@ -181,10 +181,12 @@ def test_a_compare_killed_with_sigkill_resumes_without_retraining_finished_runs(
 @pytest.mark.parametrize("name", sorted(p.stem for p in (REPO / "conf" / "suite").glob("*.yaml")))
 def test_every_shipped_suite_composes_and_every_task_hosts_its_mechanisms(name: str) -> None:
     from attnx import registry
-    from attnx.compare import Arm, check_arms, compose_compare
+    from attnx.compare import Arm, compose_compare
+    from attnx.compare_checks import check_arms, check_keys
 
     registry.load_all()
     cfg = compose_compare([f"suite={name}"])
+    check_keys(cfg)
     arms = [Arm(m, (f"attention={m}",)) for m in cfg.mechanisms]
     hosted, refused = check_arms(cfg, arms, [])
     assert set(hosted) == set(cfg.tasks) and len(cfg.seeds) >= 3

@@ -1,0 +1,206 @@
+"""What `attnx compare` checks before anything trains; each error is one ConfigError naming the key, value
+or file. Its own keys and the suite's (`check_keys`), the run overrides of the command line against what
+the suite and the protocol set (`check_runs`), and each arm on each suite task (`check_arms`): the
+composed config validates, the task's metric is one its runs log, its width keys exist, and its data fits
+the models' `max_len`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from omegaconf import DictConfig, OmegaConf
+
+from attnx import registry
+from attnx.config import ConfigError, check_choice, check_group_choices, compose, group_options
+from attnx.runs import lower_is_better
+
+if TYPE_CHECKING:
+    from attnx.compare import Arm
+
+
+def check_keys(cfg: DictConfig) -> None:
+    """compare.yaml's keys and the suite's, in range and naming what exists: what Hydra's types let
+    through (an empty or negative learning-rate grid, repeated seeds, `bench.n=0`, an unknown mechanism)."""
+    for key in ("seeds", "mechanisms"):
+        if not cfg[key]:
+            raise ConfigError(f"{key} is empty: a comparison needs at least one")
+    attention = registry.registry("attention")
+    try:
+        mechanisms = [attention.canonical(name) for name in cfg.mechanisms]
+    except registry.RegistryError as error:
+        raise ConfigError(f"mechanisms: {error}") from None
+    _once("seeds", list(cfg.seeds), list(cfg.seeds))
+    _once("mechanisms", list(cfg.mechanisms), mechanisms)
+    if cfg.baseline not in cfg.mechanisms:
+        raise ConfigError(f"baseline={cfg.baseline} is not one of mechanisms={list(cfg.mechanisms)}")
+    try:
+        attention.canonical(cfg.score_host)
+    except registry.RegistryError as error:
+        raise ConfigError(f"score_host: {error}") from None
+    launchers = group_options({"hydra/launcher"}).get("hydra/launcher", [])
+    try:
+        check_choice("hydra/launcher", cfg.launcher, launchers)
+    except ConfigError as error:
+        raise ConfigError(f"launcher: {error}") from None
+    _check_protocol(cfg.protocol)
+    for key in ("n", "dim", "heads"):
+        if cfg.bench[key] < 1:
+            raise ConfigError(f"bench.{key}={cfg.bench[key]}: must be a positive integer")
+    if cfg.bench.dim % cfg.bench.heads:
+        raise ConfigError(f"bench.heads={cfg.bench.heads} must divide bench.dim={cfg.bench.dim}")
+    if cfg.out is not None:
+        _check_folder(Path(cfg.out))
+    _check_suite_tasks(cfg)
+
+
+def _once(key: str, given: list[Any], names: list[Any]) -> None:
+    """Each of `names` (the canonical forms of `given`) once: a repeated seed or mechanism would train
+    the same runs twice and count them as two."""
+    repeated = next((g for g, n in zip(given, names) if names.count(n) > 1), None)
+    if repeated is not None:
+        raise ConfigError(f"{key}={given}: {repeated} is repeated; name each once")
+
+
+def _check_protocol(protocol: DictConfig) -> None:
+    grid = list(protocol.lr_grid)
+    if not grid:
+        raise ConfigError("protocol.lr_grid is empty: list the learning rates protocol.lr_search tries")
+    wrong = next((lr for lr in grid if not lr > 0), None)  # `not >`: nan too
+    if wrong is not None:
+        raise ConfigError(f"protocol.lr_grid={grid}: {wrong} is no learning rate (each must be > 0)")
+    _once("protocol.lr_grid", grid, grid)
+    if not protocol.param_tolerance >= 0:
+        raise ConfigError(
+            f"protocol.param_tolerance={protocol.param_tolerance}: must be >= 0 (0.1: within ±10%)"
+        )
+
+
+def _check_folder(out: Path) -> None:
+    """`out` is a folder, or can be made one: no file in its place or above it."""
+    for path in (out, *out.parents):
+        if path.exists():
+            if not path.is_dir():
+                raise ConfigError(f"out={out}: {path} is a file, not a folder")
+            return
+
+
+def _check_suite_tasks(cfg: DictConfig) -> None:
+    """Each suite task has its overrides and a metric that rises as models improve; under
+    `protocol.match_params` its width keys too."""
+    if not cfg.tasks:
+        raise ConfigError("the suite names no tasks")
+    for name, spec in cfg.tasks.items():
+        needed = ["overrides", "metric", *(["width"] if cfg.protocol.match_params else [])]
+        for key in needed:
+            if OmegaConf.is_missing(spec, key) or not spec[key]:
+                raise ConfigError(f"suite task {name}: no {key}; {_TASK_KEYS[key]}")
+        if lower_is_better(spec.metric):
+            raise ConfigError(
+                f"suite task {name}: metric {spec.metric}: a suite's metric must rise as models improve "
+                "(accuracy, exact match)"
+            )
+
+
+_TASK_KEYS = {
+    "overrides": "give the `attnx train` overrides that set it up, e.g. overrides: [task=reverse]",
+    "metric": "name the test metric compared, e.g. metric: test/exact_match",
+    "width": "protocol.match_params=true scales its width keys, e.g. width: [encoder.hidden_dim]",
+}
+
+
+def check_runs(cfg: DictConfig, runs: list[str], suite: str) -> None:
+    """The run overrides of the command line choose existing options (`hydra/launcher=nope`) and set
+    nothing that the suite or the protocol sets for a run: theirs would silently win (`task=sort` on
+    a suite whose task says task=reverse would train reverse)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(runs)
+    check_group_choices(parsed)
+    for override, text in zip(parsed, runs):
+        key = override.key_or_group.lstrip("+~")
+        if key == "optim.lr" and cfg.protocol.lr_search:
+            raise ConfigError(f"{text}: protocol.lr_search=true sets optim.lr itself (from protocol.lr_grid)")
+        for name, spec in cfg.tasks.items():
+            if cfg.protocol.match_params and key in (spec.get("width") or []):
+                raise ConfigError(
+                    f"{text}: protocol.match_params=true sets {key} itself (suite task {name}'s width)"
+                )
+            theirs = [o for o in spec.overrides if o.split("=", 1)[0].lstrip("+~") == key]
+            if theirs:
+                raise ConfigError(
+                    f"{text}: suite {suite} sets {key} itself ({theirs[-1]} for task {name}); "
+                    f"to change it, copy the suite to ./conf/suite/ and edit it there"
+                )
+
+
+def check_arms(
+    cfg: DictConfig, arms: list[Arm], runs: list[str]
+) -> tuple[dict[str, list[Arm]], dict[tuple[str, str], str]]:
+    """Per task, the arms whose composed config validates; the others with the one line that says why
+    (`attention=none: NoAttention cannot be a causal self-attention layer ...`). A config the user got
+    wrong for every arm (a mistyped key) is an error, not a row of refusals; so is a task whose metric
+    its runs never log, a width key its config lacks, or data longer than its models take."""
+    from attnx.checks import validate
+
+    hosted: dict[str, list[Arm]] = {}
+    refused: dict[tuple[str, str], str] = {}
+    for task, spec in cfg.tasks.items():
+        hosted[task], configs = [], []
+        for arm in arms:
+            try:
+                config = compose([*spec.overrides, *arm.overrides, *runs])
+                validate(config)
+            except (ConfigError, ValueError, registry.RegistryError) as error:
+                refused[(task, arm.label)] = str(error)
+                continue
+            hosted[task].append(arm)
+            configs.append(config)
+        if not hosted[task]:
+            raise ConfigError(f"suite task {task}: no arm can run: {refused[(task, arms[0].label)]}")
+        try:
+            _check_task(spec, configs)
+        except ConfigError as error:
+            raise ConfigError(f"suite task {task}: {error}") from None
+    if all((task, arms[-1].label) in refused for task in cfg.tasks):
+        why = refused[(next(iter(cfg.tasks)), arms[-1].label)]
+        raise ConfigError(f"{arms[-1].label} runs on no task of the suite: {why}")
+    return hosted, refused
+
+
+def _check_task(spec: DictConfig, configs: Sequence[DictConfig]) -> None:
+    """The task's data (built here, once) against every hosted arm's model, its metric against what
+    its runs log, its width keys against its config."""
+    from attnx.checks import check_lengths
+    from attnx.lit import lit_module
+    from attnx.train import model_spec
+
+    task = registry.build("task", configs[0].task)
+    task.setup()
+    for config in configs:
+        check_lengths(config, task)
+    logged = lit_module(model_spec(configs[0], task)).validation_metrics()
+    tested = sorted(name.replace("val/", "test/", 1) for name in logged)
+    if spec.metric not in tested:
+        raise ConfigError(f"metric {spec.metric}: its runs never log it; they log {', '.join(tested)}")
+    if not OmegaConf.is_missing(spec, "width"):
+        _check_widths(spec.width, configs[0])
+
+
+def _check_widths(keys: Iterable[str], config: DictConfig) -> None:
+    """Each width key is an integer key of the composed config; an unknown one lists its section's."""
+    for key in keys:
+        value = OmegaConf.select(config, key, default=None)
+        if isinstance(value, int) and not isinstance(value, bool):
+            continue
+        section, _, _ = key.rpartition(".")
+        node = OmegaConf.select(config, section, default=None) if section else config
+        known = [
+            f"{section}.{k}" if section else k
+            for k, v in (node.items() if isinstance(node, DictConfig) else [])
+            if isinstance(v, int) and not isinstance(v, bool)
+        ]
+        found = "is no integer" if value is not None else "does not exist"
+        raise ConfigError(f"width key {key} {found}; integer keys there: {', '.join(known) or '(none)'}")
