@@ -30,6 +30,7 @@ from typing import Any
 
 log = logging.getLogger("attnx")
 CHILD_EXIT_S = 60  # how long rank 0 waits for the others once its run has ended, before killing them
+NODE_VARIABLES = ("MASTER_ADDR", "NODE_RANK")  # what Lightning's own environment reads for several nodes
 
 
 def rank() -> int:
@@ -38,6 +39,26 @@ def rank() -> int:
     from lightning.fabric.utilities.rank_zero import rank_zero_only
 
     return rank_zero_only.rank
+
+
+def check_nodes(trainer: Any) -> None:
+    """A run on several nodes needs what starts and finds the other nodes: a cluster environment that
+    Lightning detects (torchelastic/torchrun, SLURM, LSF, MPI), or, in Lightning's own environment,
+    MASTER_ADDR and NODE_RANK set on each node. Without them rank 0 would wait forever for nodes that
+    nobody starts: a ConfigError before training instead."""
+    from lightning.fabric.plugins.environments import LightningEnvironment
+
+    from attnx.config import ConfigError
+
+    environment = getattr(trainer.strategy, "cluster_environment", None)
+    unset = [name for name in NODE_VARIABLES if name not in os.environ]
+    if trainer.num_nodes > 1 and isinstance(environment, LightningEnvironment) and unset:
+        raise ConfigError(
+            f"trainer.num_nodes={trainer.num_nodes}: nothing starts the other nodes (no torchrun, SLURM, "
+            f"LSF or MPI job, and {' and '.join(unset)} not set), so the run would wait for them forever; "
+            "on one machine use trainer.num_nodes=1 (trainer.devices=N for N processes), on SLURM "
+            "hydra/launcher=slurm_ddp"
+        )
 
 
 @contextmanager

@@ -231,6 +231,7 @@ def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any,
         trainer = _trainer(cfg, signals)
     except (InstantiationException, MisconfigurationException) as error:  # what validate cannot see
         raise ConfigError(f"trainer: {error.__cause__ or error}") from None
+    distributed.check_nodes(trainer)  # the cluster environment is the Trainer's: known once it exists
     return task, module, trainer
 
 
