@@ -7,6 +7,9 @@ received the most attention, and with `self_attention=true` each self-attention 
 
 Bad input (an unreadable checkpoint, an empty or too long input, a mistyped option) is one line on
 stderr and exit 2. Input tokens the model never saw are read as `<unk>`, with a one-line warning.
+A checkpoint saved with a hyperparameter that its class no longer takes (removed or renamed since)
+would be rebuilt differently from the model that was trained: refused (exit 2) unless `strict=false`,
+and then the first line of the output names what was dropped.
 """
 
 from __future__ import annotations
@@ -19,11 +22,14 @@ from attnx.schema import DecodeConfig
 
 USAGE = """usage: attnx predict ckpt=PATH input=TEXT [decode.beam_size=N] [decode.length_penalty=A]
                      [decode.max_len_ratio=R] [top_k=K] [max_input_len=N] [self_attention=true]
+                     [strict=false]
 
 Decodes (seq2seq), classifies (classification) or answers the queries in (lm, e.g. mqar) TEXT with
 the model in checkpoint PATH. Unset decode.* keys keep the checkpoint's. max_input_len defaults to
 the encoder's or lm's max_len (self_attn, lm), else 1024 tokens. self_attention=true adds the
-encoder's and decoder's self-attention, layer by layer (an lm's is always shown)."""
+encoder's and decoder's self-attention, layer by layer (an lm's is always shown). strict=false
+rebuilds a model whose saved hyperparameters its class no longer takes, without them (today's defaults
+stand in), and says so in the first line of the output."""
 
 # The default max_input_len of encoders without a positional max_len (RNNs take any length, and a
 # decoder runs up to decode.max_len_ratio times as many steps: a 10,000-token input takes minutes).
@@ -38,6 +44,7 @@ class PredictOptions:
     top_k: int = 3
     self_attention: bool = False
     max_input_len: Optional[int] = None  # noqa: UP045 - OmegaConf needs typing.Optional
+    strict: bool = True  # false: rebuild without saved hyperparameters the classes no longer take
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
@@ -88,9 +95,10 @@ def read_checkpoint(path: str) -> dict[str, Any]:
     return checkpoint
 
 
-def load(path: str, decode: dict[str, Any] | None = None) -> Any:
+def load(path: str, decode: dict[str, Any] | None = None, dropped: list[str] | None = None) -> Any:
     """The LightningModule stored in a checkpoint, in eval mode on the CPU. Its model spec is upgraded
-    to today's registry (renamed plugins, dropped hyperparameters: `registry.upgrade`)."""
+    to today's registry (renamed plugins: `registry.upgrade`); a saved hyperparameter that a class no
+    longer takes is a PredictError, unless `dropped` is given: it is then left out and listed there."""
     from attnx import registry
     from attnx.lit import lit_module
     from attnx.models.build import MODEL_KEYS
@@ -103,7 +111,13 @@ def load(path: str, decode: dict[str, Any] | None = None) -> Any:
     spec["model"] = {k: v for k, v in spec["model"].items() if k in MODEL_KEYS}
     for kind in ("task", "encoder", "decoder", "attention", "score"):
         if spec.get(kind) is not None:
-            spec[kind] = registry.upgrade(kind, spec[kind])
+            try:
+                spec[kind] = registry.upgrade(kind, spec[kind], dropped)
+            except registry.StaleArguments as error:
+                raise PredictError(
+                    f"ckpt={path}: {error}; rebuilt without it, the model would differ from the one "
+                    "trained (strict=false runs it anyway)"
+                ) from None
     spec["decode"].update(decode or {})
     module = lit_module(spec)
     module.load_state_dict(checkpoint["state_dict"])
@@ -173,7 +187,10 @@ def predict(ckpt: str, text: str, options: Any) -> int:
     from attnx.vocab import Vocab
 
     decode = {k: options.decode[k] for k in options.decode if not OmegaConf.is_missing(options.decode, k)}
-    module = load(ckpt, decode)
+    dropped: list[str] | None = None if options.strict else []
+    module = load(ckpt, decode, dropped)
+    if dropped:  # in the output itself: whoever reads the predictions learns the model is not as trained
+        print(f"strict=false: rebuilt without saved {'; '.join(dropped)} (today's defaults stand in)")
     spec, top_k = module.spec, options.top_k
     task = registry.build("task", spec["task"])
     task.src_vocab = Vocab(spec["src_itos"])  # the trained vocabulary; the task's data is never built

@@ -271,11 +271,17 @@ def build(kind: str, cfg: Any, **structural: Any) -> Any:
     return get(kind, cfg["name"])(**structural, **params)
 
 
-def upgrade(kind: str, section: Mapping[str, Any]) -> dict[str, Any]:
+class StaleArguments(RegistryError):
+    """A saved section's hyperparameters that today's class no longer takes (see `upgrade`)."""
+
+
+def upgrade(kind: str, section: Mapping[str, Any], dropped: list[str] | None = None) -> dict[str, Any]:
     """A config section saved earlier (a checkpoint's model spec), made buildable by today's classes:
-    an alias or renamed name becomes the registered one; hyperparameters the class no longer takes
-    are dropped with a warning (fairseq's `merge_with_parent(..., remove_missing=True)`); ones it
-    gained since take their defaults."""
+    an alias or renamed name becomes the registered one; hyperparameters it gained since take their
+    defaults. One it no longer takes (removed, or renamed: its saved value would silently give way to
+    the new name's default) is a StaleArguments error naming it and its saved value, unless the
+    caller passes `dropped`: then it is left out and listed there, `attention 'NAME' KEY=VALUE`
+    (fairseq's `merge_with_parent(..., remove_missing=True)`), for the caller to say so."""
     load_all()
     entry = registry(kind).entry(section["name"])
     known = entry.hyperparams()
@@ -284,19 +290,17 @@ def upgrade(kind: str, section: Mapping[str, Any]) -> dict[str, Any]:
         for name, slot in slots_of(entry.cls).items()
         for f, k in ((name, "attention"), (slot.score, "score"))
     }
-    stale = sorted(set(section) - set(known) - set(slots) - {"name"})
-    if stale:
-        warnings.warn(
-            f"{kind} '{entry.name}' no longer takes {', '.join(stale)}; ignoring the saved value(s)",
-            UserWarning,
-            stacklevel=2,
-        )
+    stale = " ".join(f"{k}={section[k]!r}" for k in sorted(set(section) - set(known) - set(slots) - {"name"}))
+    if stale and dropped is None:
+        raise StaleArguments(f"{kind} '{entry.name}' no longer takes {stale}, saved with the model")
+    if stale and dropped is not None:
+        dropped.append(f"{kind} '{entry.name}' {stale}")
     upgraded = {"name": entry.name, **{k: v for k, v in section.items() if k in known}}
     for field, slot_kind in slots.items():
         value = section.get(field)
         if isinstance(value, str):  # a slot saved as a plain name (`encoder.score: scaled_dot`)
             value = {"name": value}
-        upgraded[field] = None if value is None else upgrade(slot_kind, value)
+        upgraded[field] = None if value is None else upgrade(slot_kind, value, dropped)
     return upgraded
 
 

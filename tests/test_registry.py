@@ -16,7 +16,7 @@ from omegaconf.errors import ValidationError
 import attnx.contrib
 from attnx import Score, available
 from attnx.nn.scores import DotScore
-from attnx.registry import Registry, RegistryError, build, get, registry, upgrade
+from attnx.registry import Registry, RegistryError, StaleArguments, build, get, registry, upgrade
 
 
 def test_available_lists_builtins() -> None:
@@ -156,8 +156,11 @@ def test_a_renamed_plugin_keeps_its_old_name_with_a_warning() -> None:
 
 def test_upgrade_makes_a_saved_section_buildable() -> None:
     saved = {"name": "luong", "input_feeding": False, "dropped_since": 0.5}
-    with pytest.warns(UserWarning, match="dot' no longer takes dropped_since"):
-        assert upgrade("attention", saved) == {"name": "dot", "input_feeding": False}
+    with pytest.raises(StaleArguments, match="^attention 'dot' no longer takes dropped_since=0.5, saved"):
+        upgrade("attention", saved)
+    dropped: list[str] = []
+    assert upgrade("attention", saved, dropped) == {"name": "dot", "input_feeding": False}
+    assert dropped == ["attention 'dot' dropped_since=0.5"]
     assert upgrade("score", {"name": "cosine"}) == {"name": "cosine"}  # new arguments take defaults
 
 
