@@ -78,9 +78,13 @@ def test_two_gloo_processes_give_one_processs_validation_metrics(
     assert both["pid"] == os.getpid()  # the record is rank 0's: this process's
 
 
-def test_sigterm_to_rank_0_stops_both_ranks_and_resume_auto_completes(tmp_path: Path) -> None:
+def test_sigterm_to_rank_0_stops_both_ranks_and_resume_auto_reaches_an_uninterrupted_runs_metrics(
+    tmp_path: Path,
+) -> None:
     run = tmp_path / "run"
+    # dropout on (the decoder's default): each rank's generators must be restored, not only rank 0's
     ddp = [*TINY_RNN, *TINY, *sizes(train=1000), "trainer.max_epochs=3", "trainer=ddp_cpu"]
+    uninterrupted = completed(tmp_path / "uninterrupted", *ddp)
     first = launch(["train", *ddp, f"hydra.run.dir={run}"], tmp_path / "first.out")
     wait_for((run / "checkpoints" / "last.ckpt").exists, what="the first epoch's checkpoint")
     os.kill(first.pid, signal.SIGTERM)  # rank 0 alone: rank 1 must stop at the same batch end
@@ -92,7 +96,8 @@ def test_sigterm_to_rank_0_stops_both_ranks_and_resume_auto_completes(tmp_path: 
 
     done = completed(run, *ddp, "resume=auto")
     assert done["resumed_from"].endswith("last.ckpt") and done["world_size"] == 2
-    assert done["steps"] == 3 * 63  # an uninterrupted run's: 3 epochs of ceil(1000 / 16) global batches
+    assert done["steps"] == uninterrupted["steps"] == 3 * 63  # 3 epochs of ceil(1000 / 16) global batches
+    assert done["metrics"] == uninterrupted["metrics"]  # to the last digit: same batches, same masks
 
 
 def _ranks_started_by(pid: int) -> list[int]:

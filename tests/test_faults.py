@@ -29,6 +29,15 @@ from attnx.cli import main as cli
 
 pytestmark = pytest.mark.e2e
 LONG = [*TINY_RNN, *TINY_MODEL, *sizes(train=1000), "trainer.max_epochs=50", "optim.scheduler.warmup_steps=0"]
+# LONG's first three epochs: shuffled batches and dropout (the decoder's default), so that a resumed run
+# reaches an uninterrupted one's metrics only with the same batches in the same order and the same masks
+THREE = [*LONG, "trainer.max_epochs=3", "callbacks.attention_heatmaps=null"]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, float]:
+    """The val and test metrics of THREE run without interruption."""
+    return completed(tmp_path_factory.mktemp("uninterrupted"), *THREE)["metrics"]
 
 
 def launch(
@@ -87,11 +96,11 @@ def one_line(err: str) -> str:
     return lines[0]
 
 
-def test_sigterm_and_sigint_save_a_checkpoint_record_interrupted_and_resume_completes(
-    tmp_path: Path, capsys: pytest.CaptureFixture
+def test_sigterm_and_sigint_save_a_checkpoint_record_interrupted_and_resume_to_the_same_metrics(
+    tmp_path: Path, capsys: pytest.CaptureFixture, uninterrupted: dict[str, float]
 ) -> None:
     run = tmp_path / "run"
-    args = ["train", *LONG, "trainer.max_epochs=3", f"hydra.run.dir={run}"]
+    args = ["train", *THREE, f"hydra.run.dir={run}"]
     first = launch(args, tmp_path / "first.out")
     wait_for((run / "checkpoints" / "last.ckpt").exists, what="the first epoch's checkpoint")
     os.kill(first.pid, signal.SIGTERM)
@@ -109,33 +118,118 @@ def test_sigterm_and_sigint_save_a_checkpoint_record_interrupted_and_resume_comp
     ended(second, 130)
     assert record(run)["status"] == "interrupted" and record(run)["error"] == "interrupted by SIGINT"
 
-    done = completed(run, *LONG, "trainer.max_epochs=3", "resume=auto")
+    done = completed(run, *THREE, "resume=auto")
     assert done["resumed_from"].endswith("last.ckpt")
     assert done["steps"] == 3 * 63  # an uninterrupted run's: 3 epochs of ceil(1000 / 16) batches
+    assert done["metrics"] == uninterrupted  # to the last digit: the same batches and dropout masks
 
 
-class SignalAtEpochEnd(Callback):
-    """Sends this process `signum` at the end of training epoch `epoch`: between batches, where
-    Lightning's loops (not attnx's batch-end check) are the first to notice it."""
+def test_a_run_killed_with_sigkill_resumes_from_its_last_epoch_to_the_same_metrics(
+    tmp_path: Path, uninterrupted: dict[str, float]
+) -> None:
+    run = tmp_path / "run"
+    killed = launch(["train", *THREE, f"hydra.run.dir={run}"], tmp_path / "killed.out")
+    wait_for((run / "checkpoints" / "last.ckpt").exists, what="the first epoch's checkpoint")
+    os.kill(killed.pid, signal.SIGKILL)  # nothing saved on the way out: last.ckpt is the epoch's end
+    ended(killed, -signal.SIGKILL)
+    done = completed(run, *THREE, "resume=auto")
+    assert done["resumed_from"].endswith("last.ckpt") and done["steps"] == 3 * 63
+    assert done["metrics"] == uninterrupted
 
-    def __init__(self, epoch: int, signum: int = signal.SIGTERM) -> None:
-        self.epoch, self.signum = epoch, signum
 
-    def on_train_epoch_end(self, trainer: Trainer, module: LightningModule) -> None:
-        if trainer.current_epoch == self.epoch:
+class SignalAt(Callback):
+    """Sends this process `signum` once during `fit`: at the end of training batch `batch` of epoch
+    `epoch`, at the end of that epoch (`batch` None: between batches, after its validation), or, with
+    `validation`, at the end of that epoch's validation batch `batch`."""
+
+    def __init__(
+        self, epoch: int, batch: int | None = None, signum: int = signal.SIGTERM, validation: bool = False
+    ) -> None:
+        self.epoch, self.batch, self.signum, self.validation = epoch, batch, signum, validation
+        self.sent = False
+
+    def _at(self, trainer: Trainer, batch: int | None, validation: bool) -> None:
+        here = (trainer.current_epoch, batch, validation) == (self.epoch, self.batch, self.validation)
+        if here and not self.sent and trainer.state.fn == "fit" and not trainer.sanity_checking:
+            self.sent = True
             os.kill(os.getpid(), self.signum)
 
+    def on_train_batch_end(self, trainer: Trainer, *_: object, batch_idx: int = -1) -> None:
+        self._at(trainer, _[-1] if batch_idx < 0 else batch_idx, False)
 
-def test_sigterm_between_epochs_is_recorded_like_one_at_a_batch_end(tmp_path: Path) -> None:
+    def on_validation_batch_end(self, trainer: Trainer, *args: object, **kwargs: object) -> None:
+        self._at(trainer, args[3], True)  # (module, outputs, batch, batch_idx)
+
+    def on_train_epoch_end(self, trainer: Trainer, module: LightningModule) -> None:
+        self._at(trainer, None, False)
+
+
+class ValidationHistory(Callback):
+    """Appends `<epoch> <val/loss>` to `path` at the end of each validation during `fit`."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def on_validation_end(self, trainer: Trainer, module: LightningModule) -> None:
+        if trainer.state.fn == "fit" and not trainer.sanity_checking:
+            with open(self.path, "a") as f:
+                f.write(f"{trainer.current_epoch} {float(trainer.callback_metrics['val/loss'])!r}\n")
+
+
+def signal_at(epoch: int, batch: int | None = None, signum: int = signal.SIGTERM, validation: bool = False):
+    """Overrides that add a `SignalAt` callback."""
+    fields = {
+        "_target_": f"{__name__}.SignalAt",
+        "epoch": epoch,
+        "batch": "null" if batch is None else batch,
+        "signum": int(signum),
+        "validation": validation,
+    }
+    return [f"+callbacks.signal.{key}={value}" for key, value in fields.items()]
+
+
+# Six batches an epoch, dropout on (the decoder's default): small enough to stop at every kind of point
+SMALL = [*THREE[:-1], *sizes(train=96, val=32), "callbacks.attention_heatmaps=null"]
+
+
+def validations(run: Path) -> list[str]:
+    """Overrides that add a `ValidationHistory` writing `<run>.validations`."""
+    where = f"+callbacks.history.path={run}.validations"
+    return [f"+callbacks.history._target_={__name__}.ValidationHistory", where]
+
+
+@pytest.fixture(scope="module")
+def small_uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, float], str]:
+    """SMALL's metrics and validation history without interruption."""
+    run = tmp_path_factory.mktemp("small") / "run"
+    return completed(run, *SMALL, *validations(run))["metrics"], Path(f"{run}.validations").read_text()
+
+
+@pytest.mark.parametrize(
+    ("at", "stops_at"),
+    [
+        ({"epoch": 1, "batch": 2}, 6 + 3),  # mid-epoch: at that batch's end
+        # before a validation, or inside one: after it and one more batch
+        ({"epoch": 1, "batch": 5, "signum": signal.SIGINT}, 12 + 1),
+        ({"epoch": 1, "batch": 0, "validation": True}, 12 + 1),
+        ({"epoch": 0}, 6 + 1),  # between epochs: at the next batch end
+    ],
+    ids=["mid-epoch", "before-validation", "in-validation", "between-epochs"],
+)
+def test_a_run_stopped_anywhere_resumes_to_an_uninterrupted_runs_metrics_and_validations(
+    tmp_path: Path, small_uninterrupted: tuple[dict[str, float], str], at: dict, stops_at: int
+) -> None:
+    metrics, history = small_uninterrupted
     run = tmp_path / "run"
-    at_end_of_first = [f"+callbacks.signal._target_={__name__}.SignalAtEpochEnd", "+callbacks.signal.epoch=0"]
-    child = launch(
-        ["train", *LONG, "trainer.max_epochs=3", *at_end_of_first, f"hydra.run.dir={run}"], tmp_path / "out"
-    )
-    ended(child, 143)
+    signum = at.get("signum", signal.SIGTERM)
+    assert train(run, *SMALL, *signal_at(**at), *validations(run)) == 128 + signum
     stopped = record(run)
-    assert stopped["status"] == "interrupted" and stopped["error"] == "interrupted by SIGTERM"
-    assert stopped["steps"] == 63 == torch.load(stopped["checkpoint"], weights_only=True)["global_step"]
+    assert stopped["error"] == f"interrupted by {signal.Signals(signum).name}"
+    assert stopped["steps"] == stops_at == torch.load(stopped["checkpoint"], weights_only=True)["global_step"]
+    done = completed(run, *SMALL, *validations(run), "resume=auto")
+    assert done["resumed_from"] == stopped["checkpoint"] and done["steps"] == 3 * 6
+    assert done["metrics"] == metrics  # to the last digit
+    assert Path(f"{run}.validations").read_text() == history  # each epoch validated once, none skipped
 
 
 def test_a_requeue_signal_is_handed_to_the_handler_before_once_the_run_has_saved_and_recorded(
@@ -151,11 +245,7 @@ def test_a_requeue_signal_is_handed_to_the_handler_before_once_the_run_has_saved
 
         signal.signal(signal.SIGUSR2, requeue)
 
-    usr2_after_first_epoch = [
-        f"+callbacks.signal._target_={__name__}.SignalAtEpochEnd",
-        "+callbacks.signal.epoch=0",
-        f"+callbacks.signal.signum={int(signal.SIGUSR2)}",
-    ]
+    usr2_after_first_epoch = signal_at(0, signum=signal.SIGUSR2)
     args = ["train", *LONG, "trainer.max_epochs=3", *usr2_after_first_epoch, f"hydra.run.dir={run}"]
     child = launch(args, tmp_path / "out", before=requeuer)
     child.join(60)
@@ -190,10 +280,12 @@ def test_a_second_run_in_a_busy_folder_is_refused_and_a_killed_run_is_listed_as_
 
 
 @pytest.mark.slow  # the launcher's two workers import Lightning afresh
-def test_a_sweeps_workers_exit_when_its_main_process_is_killed(tmp_path: Path) -> None:
+def test_a_sweep_killed_with_sigkill_stops_its_workers_and_resumes_to_uninterrupted_runs_metrics(
+    tmp_path: Path, uninterrupted: dict[str, float]
+) -> None:
     sweep = tmp_path / "sweep"
     joblib = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
-    sweeping = ["train", "-m", *LONG, *joblib, "attention=dot,additive", f"hydra.sweep.dir={sweep}"]
+    sweeping = ["train", "-m", *THREE, *joblib, "attention=dot,additive", f"hydra.sweep.dir={sweep}"]
     main = launch(sweeping, tmp_path / "main.out")
     jobs = [sweep / "0", sweep / "1"]
     first_epoch = [j / "checkpoints" / "last.ckpt" for j in jobs]
@@ -208,6 +300,12 @@ def test_a_sweeps_workers_exit_when_its_main_process_is_killed(tmp_path: Path) -
     wait_for(gone, 60, "the orphaned workers to exit")
     assert [record(j)["status"] for j in jobs] == ["interrupted", "interrupted"]
     assert all(Path(record(j)["checkpoint"]).exists() for j in jobs)
+
+    assert train(sweep, *THREE, *joblib, "attention=dot,additive", "resume=auto", sweep=True) == 0
+    resumed = [record(j) for j in jobs]
+    assert all(r["resumed_from"] and r["steps"] == 3 * 63 for r in resumed)
+    dot = completed(tmp_path / "dot", *THREE, "attention=dot")["metrics"]
+    assert [r["metrics"] for r in resumed] == [dot, uninterrupted]  # additive is THREE's attention
 
 
 def test_a_full_disk_fails_the_run_and_leaves_no_partial_checkpoint(tmp_path: Path) -> None:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from lightning.pytorch import Callback, LightningModule, Trainer
 from test_sweeps import EXPLODING
-from tiny import TINY, TINY_MODEL, TINY_RNN, results, sizes
+from tiny import TINY, TINY_MODEL, TINY_RNN, completed, results, sizes
 
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,7 +194,7 @@ class SlowFirstAttempt(Callback):
             time.sleep(self.seconds)
 
 
-def test_a_run_past_its_time_limit_is_requeued_and_ends_with_an_uninterrupted_runs_steps(
+def test_a_run_past_its_time_limit_is_requeued_and_ends_with_an_uninterrupted_runs_metrics(
     partition: str, tmp_path: Path
 ) -> None:
     folder, trace = tmp_path / "sweep", tmp_path / "trace.txt"
@@ -208,10 +208,7 @@ def test_a_run_past_its_time_limit_is_requeued_and_ends_with_an_uninterrupted_ru
     steps = 4 * 240 // 16  # 60 batches: 60 s and more in the first attempt, past its warning
     tests = [str(Path(__file__).parent), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = os.environ | {"PYTHONPATH": os.pathsep.join(tests)}  # the jobs import SlowFirstAttempt
-    done = sweep(
-        partition,
-        folder,
-        *requeue,
+    overrides = [
         "attention=dot",
         *TINY_RNN,
         *TINY_MODEL,
@@ -219,10 +216,8 @@ def test_a_run_past_its_time_limit_is_requeued_and_ends_with_an_uninterrupted_ru
         "trainer.max_epochs=4",
         "optim.scheduler.warmup_steps=0",
         "callbacks.attention_heatmaps=null",
-        *slow,
-        f"+callbacks.slow.trace={trace}",
-        env=env,
-    )
+    ]  # dropout on (the decoder's default), so the requeued attempt must restore the generators too
+    done = sweep(partition, folder, *requeue, *overrides, *slow, f"+callbacks.slow.trace={trace}", env=env)
     assert done.returncode == 0, done.stderr[-3000:]
     (run,) = results(folder)
     assert run["status"] == "completed", run.get("error")
@@ -233,6 +228,8 @@ def test_a_run_past_its_time_limit_is_requeued_and_ends_with_an_uninterrupted_ru
     assert slurm_job(job)["Restarts"] == "1"  # SLURM requeued it once
     log = (folder / ".submitit" / job / f"{job}_0_log.err").read_text()
     assert "Caught signal SIGUSR2" in log and "this job is timed-out" in log  # submitit's decision
+    uninterrupted = completed(tmp_path / "uninterrupted", *overrides)  # here, in one attempt
+    assert uninterrupted["steps"] == steps and run["metrics"] == uninterrupted["metrics"]
 
 
 def test_ddp_runs_as_two_slurm_tasks(partition: str, tmp_path: Path) -> None:
