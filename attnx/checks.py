@@ -88,8 +88,10 @@ def check_betas(cfg: DictConfig) -> None:
         )
 
 
-def validate(cfg: DictConfig) -> None:
-    """Semantic checks Hydra's types cannot express; each error names the keys involved."""
+def validate(cfg: DictConfig, here: bool = True) -> None:
+    """Semantic checks Hydra's types cannot express; each error names the keys involved. Not `here`:
+    the run will run on another machine (a SLURM sweep's job, checked before it is submitted), whose
+    accelerators this one cannot see."""
     appended = _appended(cfg)
     if appended:
         key, fields = appended[0]
@@ -99,7 +101,7 @@ def validate(cfg: DictConfig) -> None:
     check_betas(cfg)
     if cfg.resume not in (None, "auto"):
         raise ConfigError(f"resume must be null or auto, got {cfg.resume!r}")
-    check_trainer(cfg.trainer)
+    check_trainer(cfg.trainer, here)
     check_plugins(check_sites(cfg).values())
 
 
@@ -155,10 +157,11 @@ def check_lengths(cfg: DictConfig, task: Any) -> None:
             )
 
 
-def check_trainer(trainer: DictConfig) -> None:
+def check_trainer(trainer: DictConfig, here: bool = True) -> None:
     """Every `trainer.*` key is an argument of Lightning's Trainer with a value of its annotated type,
-    and the accelerator exists and is available here. The Trainer itself takes `max_epochs=ten` and
-    fails only when the fit loop compares it. Interpolated values are checked by the Trainer."""
+    and the accelerator exists and (`here`) is available on this machine. The Trainer itself takes
+    `max_epochs=ten` and fails only when the fit loop compares it. Interpolated values are checked by
+    the Trainer."""
     import lightning.pytorch as pl
 
     hints = typing.get_type_hints(pl.Trainer.__init__)
@@ -174,7 +177,7 @@ def check_trainer(trainer: DictConfig) -> None:
             expected = inspect.formatannotation(hints[key])
             raise ConfigError(f"trainer.{key}={plain}: expected {expected}")
     if isinstance(trainer.get("accelerator"), str):
-        check_accelerator(trainer.accelerator)
+        check_accelerator(trainer.accelerator, here)
 
 
 def _fits(value: Any, annotation: Any) -> bool:
@@ -205,9 +208,9 @@ def _fits(value: Any, annotation: Any) -> bool:
     return isinstance(value, checked[annotation]) and (annotation is bool or not isinstance(value, bool))
 
 
-def check_accelerator(name: str) -> None:
+def check_accelerator(name: str, here: bool = True) -> None:
     """A known accelerator (Lightning's AcceleratorRegistry, and its `auto` and `gpu`) that is
-    available on this machine; the error lists the ones that are."""
+    available on this machine (unless not `here`); the error lists the ones that are."""
     from lightning.pytorch.accelerators import AcceleratorRegistry
 
     usable = {
@@ -223,7 +226,7 @@ def check_accelerator(name: str) -> None:
             f"trainer.accelerator={name}: unknown accelerator{hint} known: {', '.join(sorted(usable))}; "
             f"available here: {available}"
         )
-    if not usable[name]:
+    if here and not usable[name]:
         raise ConfigError(
             f"trainer.accelerator={name}: not available on this machine; available: {available}"
         )

@@ -24,6 +24,7 @@ from omegaconf.errors import OmegaConfBaseException
 from attnx import registry
 from attnx.config import (
     CONF_DIR,
+    SLURM_LAUNCHER,
     ConfigError,
     check_missing,
     check_slurm_tasks,
@@ -89,14 +90,16 @@ def sweep_jobs(task: list[Any], sweeper: DictConfig, parser: Any) -> tuple[list[
 
 def check_job(cfg: DictConfig) -> None:
     """What a job checks before it builds its data (`attnx.train.assemble`), on its config composed
-    with the `hydra` node (which the job's own config lacks)."""
+    with the `hydra` node (which the job's own config lacks). A SLURM job's accelerator is its node's
+    to have, not this machine's."""
     from attnx.checks import validate
 
     check_missing(cfg)
     check_slurm_tasks(cfg)
+    here = cfg.hydra.launcher.get("_target_") != SLURM_LAUNCHER
     with open_dict(cfg):
         del cfg["hydra"]
-    validate(cfg)
+    validate(cfg, here)
     registry.build("task", cfg.task)
 
 

@@ -85,3 +85,11 @@ def test_an_optuna_search_space_is_checked_on_its_choices_and_bounds(
     # an interval's bound: Optuna could draw a rate at or near it
     err = refused(capsys, tmp_path / "b", *search, "optim.lr=interval(0,0.1)")
     assert "optim.lr=0" in err and "optim.lr must be > 0" in err
+
+
+def test_a_slurm_sweep_is_not_held_to_this_machines_accelerators(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # job 0 asks for a GPU that a login node may lack: checked up to job 1's bad rate, never submitted
+    err = refused(capsys, tmp_path / "sweep", "hydra/launcher=slurm", "trainer=gpu", "optim.lr=0.1,-1")
+    assert "job 1 (optim.lr=-1): optim.lr must be > 0" in err

@@ -176,10 +176,10 @@ def test_a_required_plugin_hyperparameter_left_unset_is_named(
     monkeypatch.setenv("ATTNX_PLUGIN_PATH", str(plugin.parent))
     assert train(tmp_path / "run", "attention=dot", "score=banded_test", *TINY) == 2
     assert "missing value for score.width" in capsys.readouterr().err
-    # In a sweep the run is recorded as failed, never trained with the literal "???".
-    train(tmp_path / "sweep", "attention=dot", "score=banded_test", *TINY, sweep=True)
-    record = results(tmp_path / "sweep")[0]
-    assert record["status"] == "failed" and "score.width" in record["error"]
+    # A sweep is refused before any job launches, naming the job (attnx.preflight)
+    assert train(tmp_path / "sweep", "attention=dot", "score=banded_test", *TINY, sweep=True) == 2
+    err = capsys.readouterr().err
+    assert "job 0 (" in err and "missing value for score.width" in err and not results(tmp_path / "sweep")
 
 
 def test_cfg_job_prints_the_resolved_config_fast_path() -> None:
