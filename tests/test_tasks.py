@@ -9,7 +9,7 @@ import torch
 from omegaconf import OmegaConf, ValidationError
 
 from attnx.registry import available, config_class, registry
-from attnx.tasks.base import SPLITS, Batch, IndexBatchSampler, Task, padding_fraction
+from attnx.tasks.base import SPLITS, Batch, IndexBatchSampler, ResumableLoader, Task, padding_fraction
 from attnx.tasks.listops import OPERATORS
 from attnx.tasks.sentiment import NEGATIVE, NEGATORS, POSITIVE, polarity
 from attnx.tasks.synthetic import rows_in
@@ -86,6 +86,28 @@ def test_shuffling_is_deterministic_and_changes_per_epoch() -> None:
     assert sorted(order(a, 0)) == sorted(a.splits["train"].src_len.tolist())  # each example once
     loader = b.dataloader("train", shuffle=True)  # used bare, without Lightning's set_epoch
     assert [torch.cat([x.src_len for x in loader]).tolist() for _ in range(2)] == [order(a, 0), order(a, 1)]
+
+
+def test_a_loader_restored_from_its_state_goes_on_with_the_rest_of_its_epoch() -> None:
+    task = make("reverse", seed=3, train_size=100, batch_size=10)
+
+    def loader(state: dict | None = None) -> ResumableLoader:
+        chosen = task.dataloader("train", shuffle=True, bucketing=True)
+        if state is not None:
+            chosen.load_state_dict(state)  # what Lightning does on resume, before setting the epoch
+        chosen.sampler.set_epoch(2)
+        return chosen
+
+    whole = [b.index.tolist() for b in loader()]
+    stopped = loader()
+    batches = iter(stopped)
+    assert [next(batches).index.tolist() for _ in range(3)] == whole[:3]
+    assert stopped.state_dict() == {"epoch": 2, "batches": 3}
+    resumed = loader(stopped.state_dict())
+    assert [b.index.tolist() for b in resumed] == whole[3:]
+    assert resumed.state_dict() == {"epoch": 3, "batches": 0}  # a finished epoch: the next one's start
+    resumed.sampler.set_epoch(3)
+    assert len(list(resumed)) == 10  # a new epoch is whole
 
 
 def test_bucketing_groups_similar_lengths_and_stays_a_deterministic_shuffle() -> None:
