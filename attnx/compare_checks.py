@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
-from attnx.config import ConfigError, check_choice, check_group_choices, compose, group_options
+from attnx.config import (
+    ConfigError,
+    check_choice,
+    check_group_choices,
+    check_slot_overrides,
+    compose,
+    group_options,
+)
 from attnx.runs import lower_is_better
 
 if TYPE_CHECKING:
@@ -118,6 +125,7 @@ def check_runs(cfg: DictConfig, runs: list[str], suite: str) -> None:
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     parsed = OverridesParser.create().parse_overrides(runs)
+    check_slot_overrides(parsed)
     check_group_choices(parsed)
     for override, text in zip(parsed, runs):
         key = override.key_or_group.lstrip("+~")

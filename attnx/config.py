@@ -182,8 +182,9 @@ def check_plan(parsed: list[Any]) -> None:
 
 
 def check_slot_overrides(parsed: list[Any]) -> None:
-    """`encoder.attention=dot` sets a slot's section to a string: say that a slot is a config group."""
-    groups = registry.slot_groups()
+    """`encoder.attention=dot` (or `hydra.launcher=joblib`) sets a group's section to a string: say that
+    a slot (or Hydra's launcher or sweeper) is a config group."""
+    groups = {*registry.slot_groups(), "hydra/launcher", "hydra/sweeper"}
     for override in parsed:
         key = override.key_or_group
         if key.replace(".", "/") in groups and not override.is_sweep_override() and "/" not in key:

@@ -142,6 +142,11 @@ CASES = [
         None,
     ),
     ("train -m hydra/launcher=slurmx", "unknown hydra/launcher 'slurmx'", None),
+    (
+        "train -m hydra.launcher=nope attention=dot,additive",
+        "hydra.launcher=nope: hydra.launcher is a config group, chosen as hydra/launcher=nope",
+        None,
+    ),
     # train: a SLURM launcher asks for one task per DDP process, checked before anything is submitted
     (
         "train -m hydra/launcher=slurm trainer=ddp_cpu attention=dot,additive",
@@ -367,6 +372,7 @@ CASES = [
         None,
     ),
     ("compare attention=local_window launcher=nope", "launcher: unknown hydra/launcher 'nope'", None),
+    ("compare attention=local_window hydra.launcher=joblib", "hydra.launcher is a config group", None),
     # train: data longer than a model's max_len (the lm, mqar, architecture and positions groups)
     ("train {lm} lm.max_len=8", "lm.max_len=8: the train split of task=mqar needs 16 tokens", None),
     ("train {lm} task.test_seq_len=64 lm.max_len=32", "lm.max_len=32: the test split of task=mqar", None),
