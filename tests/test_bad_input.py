@@ -3,6 +3,9 @@
 One table of what users plausibly type, run in-process through `attnx.cli.main` (a subprocess costs
 seconds of Lightning import each). `{name}` in a command line is a path or a long input from the
 `files` fixture, which trains one tiny seq2seq (RNN) and one self-attention checkpoint for predict.
+`compare` cases also see the fixture's suites (`suite=nometric`, ...), and cannot train: a case whose
+check is missing fails at once instead of launching a suite. Every command and config group has a case
+(`test_every_command_and_config_group_has_a_case`): a new surface adds its rows here.
 
 `attnx report` on a folder without any run folder is bad input too (a mistyped path, exit 2, as a
 folder that does not exist); a damaged results.json next to good ones is listed in the report with why
