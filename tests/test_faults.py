@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 from lightning.pytorch import Callback, LightningModule, Trainer
+from test_sweeps import EXPLODING
 from tiny import TINY, TINY_MODEL, TINY_RNN, completed, results, sizes, train
 
 from attnx import registry
@@ -463,11 +464,15 @@ def test_plugins_in_an_untrusted_launch_folder_are_not_imported(
 
 
 def test_a_sweep_with_a_failed_run_exits_non_zero_with_a_summary(
-    tmp_path: Path, capsys: pytest.CaptureFixture
+    tmp_path: Path, capsys: pytest.CaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    assert train(tmp_path, *TINY, "attention=dot,fixed_c", "score=dot", sweep=True) == 1
-    assert f"1 completed, 1 failed: see {tmp_path / '1' / 'results.json'}" in capsys.readouterr().out
-    assert [r["status"] for r in results(tmp_path)] == ["completed", "failed"]
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "exploding.py").write_text(EXPLODING)  # valid config, fails in training
+    monkeypatch.setenv("ATTNX_PLUGIN_PATH", str(tmp_path / "plugins"))
+    sweep = tmp_path / "sweep"
+    assert train(sweep, *TINY, "attention=dot", "score=dot,exploding", sweep=True) == 1
+    assert f"1 completed, 1 failed: see {sweep / '1' / 'results.json'}" in capsys.readouterr().out
+    assert [r["status"] for r in results(sweep)] == ["completed", "failed"]
 
 
 def test_under_slurm_the_requeue_signal_is_left_to_submitit(monkeypatch: pytest.MonkeyPatch) -> None:
