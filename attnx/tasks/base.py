@@ -152,8 +152,8 @@ class IndexBatchSampler(Sampler[Tensor]):
 
 class ResumableLoader(DataLoader):
     """A DataLoader of `IndexBatchSampler` batches whose position is part of a checkpoint: Lightning
-    (2.6) saves the `state_dict` of a training loader that has one and loads it back before the
-    resumed epoch goes on (its `_StatefulDataLoader` protocol)."""
+    saves the `state_dict` of a training loader that has one (its `_Stateful` protocol), and the
+    resumed run loads it back before the epoch goes on (`attnx.lit.resume.ExactResume`)."""
 
     def state_dict(self) -> dict[str, int]:
         return self.sampler.state_dict()
