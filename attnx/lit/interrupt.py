@@ -56,8 +56,8 @@ class SaveOnInterrupt(pl.Callback):
 
     def on_train_batch_end(self, trainer: pl.Trainer, *_: Any) -> None:
         signum = self._received(trainer)
-        epoch_loop = trainer.fit_loop.epoch_loop
-        if signum and not epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher):
+        # whether a validation is due: Lightning's own predicate, which its epoch loop asks after this hook
+        if signum and not trainer.fit_loop.epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher):
             self._stop(signum)
 
     def on_validation_batch_end(self, trainer: pl.Trainer, *_: Any) -> None:
