@@ -54,7 +54,7 @@ class AttnxModule(pl.LightningModule):
     def validation_metrics(self) -> list[str]:
         """The names validation logs (`val/loss`, ...): what a callback may monitor."""
         collections = (getattr(self, "val_metrics", None), getattr(self, "val_text", None))
-        return sorted(name for metrics in collections if metrics is not None for name in metrics.keys())
+        return sorted(name for metrics in collections if metrics is not None for name in metrics)
 
     def configure_optimizers(self) -> dict[str, Any]:
         """The `optim.optimizer` partial on `param_groups`, stepped each batch by the `optim.scheduler`
