@@ -88,7 +88,10 @@ def main(argv: list[str]) -> int:
     numeric = [c for c in columns if is_numeric([value(r, c) for r in readable])]
     panels = [p for item in args.panel or [] for p in item.split(",")]
     by = args.by or metrics[0].replace("test/", "val/", 1)
-    refused = unknown_key(args, panels, by, columns, numeric, measured)
+    # a key set through a group (mqar=... sets task.seq_len) varies without being an override
+    numeric += [x for x in args.x or [] if x not in numeric and varies(readable, x, numeric=True)]
+    panels_known = columns + [p for p in panels if p not in columns and varies(readable, p)]
+    refused = unknown_key(args, panels, by, columns, numeric, measured, panels_known)
     if refused:
         return _refuse(refused)
     try:
@@ -133,14 +136,20 @@ def _finish(study: Study, written: list[Path]) -> int:
 
 
 def unknown_key(
-    args: Any, panels: list[str], by: str, columns: list[str], numeric: list[str], measured: list[str]
+    args: Any,
+    panels: list[str],
+    by: str,
+    columns: list[str],
+    numeric: list[str],
+    measured: list[str],
+    panels_known: list[str],
 ) -> str | None:
     """The first option that names a key the runs do not have, as a refusal naming those they do."""
     swept = ", ".join(columns) or "(none)"
     unplottable = [x for x in args.x or [] if x not in numeric]
     if unplottable:
         return f"--x {unplottable[0]} is not a swept numeric key; swept: {', '.join(numeric) or '(none)'}"
-    unknown = [p for p in panels if p not in columns]
+    unknown = [p for p in panels if p not in panels_known]
     if unknown:
         return f"--panel {unknown[0]} is not a swept key; swept: {swept}"
     if args.select is not None and args.select not in columns:
@@ -150,6 +159,12 @@ def unknown_key(
     if args.select is not None and measured and by not in measured:
         return f"--by {by}: no completed run has it; metrics: {', '.join(measured)}"
     return None
+
+
+def varies(runs: list[dict[str, Any]], key: str, numeric: bool = False) -> bool:
+    """Whether `key`'s resolved value (a config entry, a choice) differs between the runs."""
+    values = [value(r, key) for r in runs]
+    return len({text(v) for v in values}) > 1 and (not numeric or is_numeric(values))
 
 
 def mark_stale(runs: list[dict[str, Any]]) -> None:
