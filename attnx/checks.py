@@ -102,6 +102,7 @@ def validate(cfg: DictConfig, here: bool = True) -> None:
     if cfg.resume not in (None, "auto"):
         raise ConfigError(f"resume must be null or auto, got {cfg.resume!r}")
     check_trainer(cfg.trainer, here)
+    check_callbacks(cfg)
     check_plugins(check_sites(cfg).values())
 
 
@@ -164,20 +165,40 @@ def check_trainer(trainer: DictConfig, here: bool = True) -> None:
     the Trainer."""
     import lightning.pytorch as pl
 
-    hints = typing.get_type_hints(pl.Trainer.__init__)
-    for key, value in trainer.items_ex(resolve=False):
-        if key.startswith("_") or OmegaConf.is_interpolation(trainer, key):  # _target_, _partial_
+    check_arguments("trainer", trainer, pl.Trainer.__init__, "lightning's Trainer")
+    if isinstance(trainer.get("accelerator"), str):
+        check_accelerator(trainer.accelerator, here)
+
+
+def check_callbacks(cfg: DictConfig) -> None:
+    """Every callback's arguments against its `_target_`'s annotated signature, as for the Trainer:
+    Lightning's EarlyStopping takes `stopping_threshold=abc` and fails only at the first validation."""
+    from hydra.utils import get_object
+
+    for name, node in (cfg.get("callbacks") or {}).items():
+        if isinstance(node, DictConfig) and isinstance(node.get("_target_"), str):
+            check_arguments(f"callbacks.{name}", node, get_object(node._target_), node._target_)
+
+
+def check_arguments(path: str, node: DictConfig, target: Callable[..., Any], what: str) -> None:
+    """Each key of `node` is an argument of `target` (unless it takes **kwargs) with a value of its
+    annotated type. Interpolated values are left to the target."""
+    function = target.__init__ if isinstance(target, type) else target
+    hints = typing.get_type_hints(function)
+    takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(function).parameters.values())
+    for key, value in node.items_ex(resolve=False):
+        if key.startswith("_") or OmegaConf.is_interpolation(node, key):  # _target_, _partial_
             continue
         if key not in hints:
+            if takes_any:
+                continue
             close = difflib.get_close_matches(key, list(hints), n=1)
             hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"unknown key trainer.{key}: not an argument of lightning's Trainer{hint}")
+            raise ConfigError(f"unknown key {path}.{key}: not an argument of {what}{hint}")
         plain = OmegaConf.to_container(value) if isinstance(value, DictConfig | ListConfig) else value
         if not _fits(plain, hints[key]):
             expected = inspect.formatannotation(hints[key])
-            raise ConfigError(f"trainer.{key}={plain}: expected {expected}")
-    if isinstance(trainer.get("accelerator"), str):
-        check_accelerator(trainer.accelerator, here)
+            raise ConfigError(f"{path}.{key}={plain}: expected {expected}")
 
 
 def _fits(value: Any, annotation: Any) -> bool:

@@ -112,6 +112,24 @@ def check_group_choices(parsed: list[Any]) -> None:
 _CONFIG_FLAGS = ("-cn", "-cp", "-cd", "--config-name", "--config-path", "--config-dir")
 
 
+# Hydra's modes, of which a command line takes one (Hydra says so with a traceback)
+_MODES = {
+    **dict.fromkeys(("--run", "-r"), "--run"),
+    **dict.fromkeys(("--multirun", "-m"), "-m"),
+    **dict.fromkeys(("--cfg", "-c"), "--cfg"),
+    **dict.fromkeys(("--info", "-i"), "--info"),
+    **dict.fromkeys(("--shell-completion", "-sc"), "--shell-completion"),
+}
+
+
+def check_modes(argv: list[str]) -> None:
+    """At most one of Hydra's modes; a sweep's configs are shown one job at a time."""
+    modes = list(dict.fromkeys(_MODES[a] for a in argv if a in _MODES))
+    if len(modes) > 1:
+        hint = "; to see a sweep job's config, give that job's values without -m" if "-m" in modes else ""
+        raise ConfigError(f"{' and '.join(modes)} together: Hydra takes one of them{hint}")
+
+
 def check_overrides(argv: list[str]) -> None:
     """Before anything launches: reject unknown options of every config group (did-you-mean), then
     compose what the jobs will compose, so that Hydra's own errors (unknown key, wrong type) come out
@@ -126,6 +144,7 @@ def check_overrides(argv: list[str]) -> None:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception as error:  # Hydra's grammar: names the override it cannot parse
         raise ConfigError(one_line(error)) from error
+    check_modes(argv)
     registry.load_all()
     check_slot_overrides(parsed)
     check_plan(parsed)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from attnx import registry
@@ -52,12 +52,18 @@ def check_sweep(parsed: list[Any], hydra_cfg: DictConfig) -> None:
         shared = [*(o.input_line for o in parsed if o.is_hydra_override()), *search_path_override()]
         task = parser.parse_overrides([o.input_line for o in parsed if not o.is_hydra_override()])
         jobs, complete = sweep_jobs(task, hydra_cfg.sweeper, parser)
+        directions = hydra_cfg.sweeper.get("direction")  # Optuna's, one per objective
+        for direction in directions if isinstance(directions, ListConfig) else [directions]:
+            if direction is not None and str(direction).lower() not in ("minimize", "maximize"):
+                raise ConfigError(f"hydra.sweeper.direction={direction}: must be minimize or maximize")
         for number, job in enumerate(jobs):
             try:
                 cfg = hydra.compose("train", [*shared, *job], return_hydra_config=True)
             except Exception as error:  # Hydra's own: an unknown key, a wrong type, a missing option
                 raise ConfigError(f"{_label(number, job, jobs, complete)}: {one_line(error)}") from None
             try:
+                if not complete and number == 0:
+                    check_search(cfg)
                 check_job(cfg)
             except USER_ERRORS as error:
                 raise ConfigError(f"{_label(number, job, jobs, complete)}: {one_line(error)}") from None
@@ -101,6 +107,24 @@ def check_job(cfg: DictConfig) -> None:
         del cfg["hydra"]
     validate(cfg, here)
     registry.build("task", cfg.task)
+
+
+def check_search(cfg: DictConfig) -> None:
+    """What a sweeper that steers by each run's result (Optuna) needs, which would otherwise fail every
+    trial after it trained: an `optimized_metric` the runs log (their validation metrics, and the same
+    at test). Checked on one job, with its data built."""
+    from attnx.lit import lit_module
+    from attnx.train import model_spec
+
+    task = registry.build("task", cfg.task)
+    task.setup()
+    logged = lit_module(model_spec(cfg, task)).validation_metrics()
+    known = sorted({*logged, *(m.replace("val/", "test/", 1) for m in logged)})
+    if cfg.optimized_metric not in known:
+        raise ConfigError(
+            f"optimized_metric={cfg.optimized_metric}: task {cfg.task.name} logs no such metric; "
+            f"it logs {', '.join(known)}"
+        )
 
 
 def _with_bounds(override: Any) -> str:

@@ -260,6 +260,7 @@ def model_spec(cfg: DictConfig, task: Any) -> dict[str, Any]:
 def _trainer(cfg: DictConfig, signals: Signals | None) -> Any:
     """The Trainer: the configured callbacks and loggers, plus attnx's checkpoint I/O (atomic writes,
     checksums, safe loading) and interruption handling."""
+    from hydra.errors import InstantiationException
     from hydra.utils import instantiate
     from lightning.pytorch.callbacks import RichProgressBar
     from lightning.pytorch.plugins.environments import SLURMEnvironment
@@ -268,9 +269,14 @@ def _trainer(cfg: DictConfig, signals: Signals | None) -> Any:
     from attnx.lit.interrupt import SaveOnInterrupt
     from attnx.lit.resume import ExactResume
 
-    # a callback's factory may return None for "none" (callbacks.stop_at without a threshold)
-    configured = (instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None)
-    callbacks = [c for c in configured if c is not None]
+    callbacks = []
+    for name, node in (cfg.get("callbacks") or {}).items():
+        try:
+            callback = None if node is None else instantiate(node)
+        except InstantiationException as error:  # a value its type allows but the callback refuses
+            raise ConfigError(f"callbacks.{name}: {error.__cause__ or error}") from None
+        if callback is not None:  # a factory may return None for "none" (stop_at without a threshold)
+            callbacks.append(callback)
     callbacks.append(ExactResume())  # a resumed run goes on as the interrupted one would have
     if signals is not None:
         callbacks.append(SaveOnInterrupt(signals, checkpoint_dir(cfg)))

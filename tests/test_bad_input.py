@@ -212,7 +212,17 @@ CASES = [
         "callbacks.model_checkpoint.monitor=val/nope: task reverse logs no such metric",
         None,
     ),
+    ("train callbacks.stop_at.stopping_threshold=abc", "stop_at.stopping_threshold=abc: expected", None),
+    ("train callbacks.model_checkpoint.save_top_k=x", "model_checkpoint.save_top_k=x: expected int", None),
+    ("train callbacks.model_checkpoint.mode=maximum", "model_checkpoint: `mode` can be min, max", None),
     ("train hparams_search=optuna hydra.sweeper.n_trials=abc", "hydra.sweeper.n_trials=abc", None),
+    ("train hparams_search=optuna hydra.sweeper.direction=up", "hydra.sweeper.direction=up: must be", None),
+    (
+        "train hparams_search=optuna optimized_metric=val/nope",
+        "optimized_metric=val/nope: task reverse logs no such metric",
+        None,
+    ),
+    ("train -m task=sort,reverse --cfg job", "-m and --cfg together: Hydra takes one of them", None),
     # train: checkpoints to start from, verified before training
     ("train ckpt_path={text}", "ckpt_path={text}: not a torch checkpoint (no zip archive)", None),
     ("train ckpt_path={truncated}", "ckpt_path={truncated}: a damaged or truncated archive", None),
