@@ -104,7 +104,7 @@ start_munge() {
         chown munge:munge /etc/munge/munge.key
         chmod 0400 /etc/munge/munge.key
     fi
-    runuser -u munge -- /usr/sbin/munged
+    runuser -u munge -- /usr/sbin/munged 9>&-
     for _ in $(seq 50); do
         munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && return
         sleep 0.1
@@ -120,13 +120,14 @@ start() {
         die "starting the daemons needs root"
     fi
     exec 9>/run/slurm-local.lock
-    flock 9  # two test workers may start it at once
+    flock 9  # two test workers may start it at once; the daemons must not inherit it (9>&-), or the
+             # next start, with the cluster already up, would wait for them forever
     install_packages
     write_conf
     mkdir -p "$SPOOL" "$SLURMD_SPOOL" "$LOGS"
     start_munge
-    alive "$CTLD_PID" || slurmctld
-    alive "$SLURMD_PID" || slurmd
+    alive "$CTLD_PID" || slurmctld 9>&-
+    alive "$SLURMD_PID" || slurmd 9>&-
     local state=""
     for _ in $(seq 120); do
         state=$(node_state)
