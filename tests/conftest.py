@@ -6,6 +6,7 @@ browser tests' `page` fixture and helpers in browser.py, a plugin here so that a
 """
 
 import os
+import sys
 from collections.abc import Iterator
 
 import pytest
@@ -31,6 +32,18 @@ def _torch_flags() -> Iterator[None]:
     yield
     torch.use_deterministic_algorithms(deterministic)
     torch.set_num_threads(threads)
+
+
+@pytest.fixture(autouse=True)
+def _fresh_joblib_workers() -> Iterator[None]:
+    """Loky keeps a joblib sweep's worker processes for the next sweep in this process, with the
+    environment and folder they started in: a test's ATTNX_PLUGIN_PATH or working folder would reach
+    the next test's jobs. Each test that started them ends them."""
+    yield
+    loky = sys.modules.get("joblib.externals.loky.reusable_executor")  # imported by a joblib sweep only
+    executor = getattr(loky, "_executor", None)  # asking get_reusable_executor() would start one
+    if executor is not None:
+        executor.shutdown(wait=True)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
