@@ -43,6 +43,7 @@ from torch import nn
 
 from attnx import registry
 from attnx.cli import ArgumentParser
+from attnx.config import file_in_the_way
 from attnx.measure import count_flops, median_time, peak_memory
 from attnx.models.build import build_host, build_model, score_factory
 from attnx.nn.positions import Positions
@@ -526,6 +527,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if not selected:
         print("attnx bench: nothing selected (--attention, --encoder and --lm are empty)", file=sys.stderr)
+        return 2
+    blocked = file_in_the_way(args.out)
+    if blocked is not None:  # said before the measuring, not after it
+        print(f"attnx bench: --out {args.out}: {blocked} is a file, not a folder", file=sys.stderr)
         return 2
     device = torch.device(args.device)
     torch.manual_seed(0)

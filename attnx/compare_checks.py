@@ -20,6 +20,7 @@ from attnx.config import (
     check_group_choices,
     check_slot_overrides,
     compose,
+    file_in_the_way,
     group_options,
 )
 from attnx.runs import lower_is_better
@@ -87,11 +88,9 @@ def _check_protocol(protocol: DictConfig) -> None:
 
 def _check_folder(out: Path) -> None:
     """`out` is a folder, or can be made one: no file in its place or above it."""
-    for path in (out, *out.parents):
-        if path.exists():
-            if not path.is_dir():
-                raise ConfigError(f"out={out}: {path} is a file, not a folder")
-            return
+    blocked = file_in_the_way(out)
+    if blocked is not None:
+        raise ConfigError(f"out={out}: {blocked} is a file, not a folder")
 
 
 def _check_suite_tasks(cfg: DictConfig) -> None:

@@ -291,6 +291,11 @@ def _missing(node: Any, prefix: str = "") -> list[str]:
     return [prefix.rstrip(".")] if node == "???" else []
 
 
+def file_in_the_way(folder: Path) -> Path | None:
+    """The file that stands where `folder`, or a folder above it, would be made; None if it can be."""
+    return next((p for p in (folder, *folder.parents) if p.exists() and not p.is_dir()), None)
+
+
 def one_line(error: BaseException) -> str:
     """Hydra/OmegaConf errors span several lines and a cause chain; keep what names the problem."""
     parts: list[str] = []

@@ -25,6 +25,7 @@ from typing import Any
 
 from attnx import stats
 from attnx.cli import ArgumentParser
+from attnx.config import file_in_the_way
 from attnx.document import Image, Section, Table, markdown, page
 from attnx.report_sections import COSTS, Study, first_line, left_out_table, outcome, sections
 from attnx.runs import default_metrics, group, is_numeric, load, select, swept_columns, text, value
@@ -70,7 +71,7 @@ def main(argv: list[str]) -> int:
     if missing:
         return _refuse(f"no such folder: {', '.join(missing)}")
     out = args.out or args.dirs[0]
-    blocked = next((p for p in (out, *out.parents) if p.exists() and not p.is_dir()), None)
+    blocked = file_in_the_way(out)
     if blocked is not None:
         return _refuse(f"--out {out}: {blocked} is a file, not a folder")
     runs = load(args.dirs)

@@ -434,6 +434,11 @@ CASES = [
     ("bench --threads 0", "argument --threads", None),
     ("bench --warmup -3", "argument --warmup: expected an integer >= 0, got '-3'", None),
     ("bench --repeats 0", "argument --repeats", None),
+    (
+        "bench --attention multi_head --lengths 16 --out {text}/x",
+        "--out {text}/x: {text} is a file, not a folder",
+        None,
+    ),
     ("bench --batch two", "argument --batch", None),
     ("bench --lengths 64,0", "argument --lengths", None),
     ("bench --max-seconds -1", "argument --max-seconds: expected a number > 0", None),
