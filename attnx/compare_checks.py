@@ -188,8 +188,7 @@ def _check_task(spec: DictConfig, configs: Sequence[DictConfig]) -> None:
     task.setup()
     for config in configs:
         check_lengths(config, task)
-    logged = lit_module(model_spec(configs[0], task)).validation_metrics()
-    tested = sorted(name.replace("val/", "test/", 1) for name in logged)
+    tested = lit_module(model_spec(configs[0], task)).logged_metrics("test")
     if spec.metric not in tested:
         raise ConfigError(f"metric {spec.metric}: its runs never log it; they log {', '.join(tested)}")
     if not OmegaConf.is_missing(spec, "width"):

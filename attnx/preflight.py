@@ -118,8 +118,8 @@ def check_search(cfg: DictConfig) -> None:
 
     task = registry.build("task", cfg.task)
     task.setup()
-    logged = lit_module(model_spec(cfg, task)).validation_metrics()
-    known = sorted({*logged, *(m.replace("val/", "test/", 1) for m in logged)})
+    module = lit_module(model_spec(cfg, task))
+    known = [*module.logged_metrics("test"), *module.logged_metrics("val")]
     if cfg.optimized_metric not in known:
         raise ConfigError(
             f"optimized_metric={cfg.optimized_metric}: task {cfg.task.name} logs no such metric; "

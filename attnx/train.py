@@ -226,7 +226,7 @@ def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any,
     task.setup()
     check_lengths(cfg, task)
     module = lit_module(model_spec(cfg, task))
-    check_monitors(cfg, module.validation_metrics(), cfg.task.name)
+    check_monitors(cfg, module.logged_metrics(), cfg.task.name)
     try:
         trainer = _trainer(cfg, signals)
     except (InstantiationException, MisconfigurationException) as error:  # what validate cannot see

@@ -51,9 +51,10 @@ class AttnxModule(pl.LightningModule):
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
 
-    def validation_metrics(self) -> list[str]:
-        """The names validation logs (`val/loss`, ...): what a callback may monitor."""
-        collections = (getattr(self, "val_metrics", None), getattr(self, "val_text", None))
+    def logged_metrics(self, stage: str = "val") -> list[str]:
+        """The names a validation (`val/loss`, ...: what a callback may monitor) or a test (`test/...`:
+        what results.json reports) logs."""
+        collections = (getattr(self, f"{stage}_metrics", None), getattr(self, f"{stage}_text", None))
         return sorted(name for metrics in collections if metrics is not None for name in metrics)
 
     def configure_optimizers(self) -> dict[str, Any]:
