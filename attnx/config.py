@@ -122,12 +122,14 @@ _MODES = {
 }
 
 
-def check_modes(argv: list[str]) -> None:
-    """At most one of Hydra's modes; a sweep's configs are shown one job at a time."""
+def check_modes(argv: list[str]) -> str | None:
+    """The one of Hydra's modes that `argv` names (`-m`, `--cfg`, ...), if any; naming two is an error. A
+    sweep's configs are shown one job at a time."""
     modes = list(dict.fromkeys(_MODES[a] for a in argv if a in _MODES))
     if len(modes) > 1:
         hint = "; to see a sweep job's config, give that job's values without -m" if "-m" in modes else ""
         raise ConfigError(f"{' and '.join(modes)} together: Hydra takes one of them{hint}")
+    return modes[0] if modes else None
 
 
 def check_overrides(argv: list[str]) -> None:
@@ -144,21 +146,21 @@ def check_overrides(argv: list[str]) -> None:
         parsed = OverridesParser.create().parse_overrides(overrides)
     except Exception as error:  # Hydra's grammar: names the override it cannot parse
         raise ConfigError(one_line(error)) from error
-    check_modes(argv)
+    mode = check_modes(argv)
     registry.load_all()
     check_slot_overrides(parsed)
     check_plan(parsed)
     check_group_choices(parsed)
     if any(a.split("=")[0] in _CONFIG_FLAGS for a in argv):
         return
-    multirun = "-m" in argv or "--multirun" in argv
+    multirun = mode == "-m"
     try:  # the first job of a sweep: what all its jobs share, said with attnx's hints
         job = covering_jobs(parsed)[0] if multirun else overrides
         cfg = compose(job, require_values=len(overrides) == len(argv), return_hydra_config=True)
     except ConfigError as error:
         raise ConfigError(_slot_hint(str(error))) from None
     # a config may ask for a sweep itself (hparams_search=optuna: hydra.mode); `--cfg` launches nothing
-    if (multirun or cfg.hydra.mode == RunMode.MULTIRUN) and not {"-c", "--cfg", "-i", "--info"} & set(argv):
+    if (multirun or cfg.hydra.mode == RunMode.MULTIRUN) and mode not in ("--cfg", "--info"):
         from attnx.preflight import check_sweep
 
         check_sweep(parsed, cfg.hydra)
