@@ -291,9 +291,9 @@ def upgrade(kind: str, section: Mapping[str, Any], dropped: list[str] | None = N
         for f, k in ((name, "attention"), (slot.score, "score"))
     }
     stale = " ".join(f"{k}={section[k]!r}" for k in sorted(set(section) - set(known) - set(slots) - {"name"}))
-    if stale and dropped is None:
-        raise StaleArguments(f"{kind} '{entry.name}' no longer takes {stale}, saved with the model")
-    if stale and dropped is not None:
+    if stale:
+        if dropped is None:
+            raise StaleArguments(f"{kind} '{entry.name}' no longer takes {stale}, saved with the model")
         dropped.append(f"{kind} '{entry.name}' {stale}")
     upgraded = {"name": entry.name, **{k: v for k, v in section.items() if k in known}}
     for field, slot_kind in slots.items():

@@ -95,16 +95,21 @@ def read_run(folder: Path) -> dict[str, Any]:
 
 def _lost(folder: Path, status: str, why: str, given: Any = None) -> dict[str, Any]:
     """A record for a run folder that has none to show (`_lost`): its status, why, and its overrides:
-    `given` when they parse, else those it saved in `.hydra/` as it started, else none."""
+    `given` when they parse, else those it saved in `.hydra/` as it started (`_saved_overrides`)."""
+    if _shape({"overrides": given}) is not None:
+        given = _saved_overrides(folder)
+    return {"status": status, "error": why, "overrides": given, "_path": str(folder), "_lost": True}
+
+
+def _saved_overrides(folder: Path) -> list[str]:
+    """The overrides a run saved in `.hydra/overrides.yaml` as it started; none when they are unreadable."""
     import yaml
 
-    if _shape({"overrides": given}) is not None:
-        try:
-            given = yaml.safe_load((folder / ".hydra" / "overrides.yaml").read_text())
-        except (OSError, yaml.YAMLError):
-            given = []
-    given = given if _shape({"overrides": given}) is None else []
-    return {"status": status, "error": why, "overrides": given, "_path": str(folder), "_lost": True}
+    try:
+        saved = yaml.safe_load((folder / ".hydra" / "overrides.yaml").read_text())
+    except (OSError, yaml.YAMLError):
+        return []
+    return saved if _shape({"overrides": saved}) is None else []
 
 
 def _shape(record: dict[str, Any]) -> str | None:
