@@ -8,7 +8,8 @@ How each line is checked (readme_lines.py extracts them; a new line is picked up
   stopped after `trainer.max_steps` shorter than one epoch, on tiny task sizes and widths
   (readme_lines.tiny): exit 0, as many `results.json` as runs, each `completed` with test metrics. A sweep
   runs through its own sweeper and launcher, cut to at most MAX_SWEEP jobs (readme_lines.shrunk).
-- `$ attnx ...` lines of text blocks (bad input): run; they exit 2 and print the line the README shows.
+- `$ attnx ...` lines of text blocks (bad input): run as the real CLI in a fresh interpreter; they exit 2
+  and print the line the README shows.
 - `attnx report` lines: run for real on tiny sweeps of the README's own train lines (REPORT_INPUTS).
 - `attnx compare` lines: composed only, by compare's own checks before it trains (the suite, the
   protocol, the candidate and the baseline on every task); a compare is dozens of runs, which
@@ -19,7 +20,7 @@ How each line is checked (readme_lines.py extracts them; a new line is picked up
   that cannot run here, with the reason (their `attnx train` lines are still composed).
 A README line that none of these takes fails `test_every_readme_line_is_run_or_listed`.
 
-Commands run in this process (Lightning is imported once), from a new folder outside the checkout (the
+The other commands run in this process (Lightning is imported once), from a new folder outside the checkout (the
 `launch` fixture), with one torch thread and a data cache of the session's own.
 """
 
@@ -29,6 +30,7 @@ import contextlib
 import io
 import json
 import subprocess
+import sys
 from collections.abc import Collection, Iterator
 from pathlib import Path
 
@@ -58,6 +60,7 @@ from attnx.cli import main as cli
 from attnx.config import compose, covering_jobs
 
 pytestmark = pytest.mark.e2e
+ATTNX = [sys.executable, "-m", "attnx.cli"]  # the real CLI in a fresh interpreter
 
 SLURM = "needs a SLURM cluster; tests/test_slurm.py submits sweeps to one, or to scripts/slurm-local.sh's"
 SKIPPED = {
@@ -222,8 +225,10 @@ def vader_or_skip() -> None:
 
 @pytest.mark.parametrize("line", [line for line in LINES if line.expected], ids=str)
 def test_shown_error_is_what_the_command_prints(line: Line, launch: Path) -> None:
-    code, _, err = attnx(*line.words[1:])
-    assert code == 2 and err.strip() == line.expected
+    """In a fresh interpreter, as a user runs it: the lists of what exists that these errors print would
+    otherwise include the plugins other tests registered in this process."""
+    done = subprocess.run([*ATTNX, *line.words[1:]], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stderr.strip() == line.expected
 
 
 @pytest.mark.parametrize("line", by(("attnx", "report")), ids=str)
