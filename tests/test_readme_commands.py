@@ -20,8 +20,8 @@ How each line is checked (readme_lines.py extracts them; a new line is picked up
   that cannot run here, with the reason (their `attnx train` lines are still composed).
 A README line that none of these takes fails `test_every_readme_line_is_run_or_listed`.
 
-The other commands run in this process (Lightning is imported once), from a new folder outside the checkout (the
-`launch` fixture), with one torch thread and a data cache of the session's own.
+The other commands run in this process (Lightning is imported once), from a new folder outside the
+checkout (the `launch` fixture), with one torch thread and a data cache of the session's own.
 """
 
 from __future__ import annotations
