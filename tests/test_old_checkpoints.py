@@ -19,21 +19,41 @@ SIZES = ["task.train_size=48", "task.val_size=16", "task.test_size=16", "task.ba
 # and the epochs it had trained
 CASES = {
     "seq2seq": (
-        ["task=reverse", "attention=additive", "encoder=rnn", "encoder.embed_dim=8", "encoder.hidden_dim=16",
-         "decoder.embed_dim=8", "decoder.hidden_dim=16"],
+        [
+            "task=reverse",
+            "attention=additive",
+            "encoder=rnn",
+            "encoder.embed_dim=8",
+            "encoder.hidden_dim=16",
+            "decoder.embed_dim=8",
+            "decoder.hidden_dim=16",
+        ],
         "3 1 4",
         "additive cross-attention",
         2,
     ),
     "lm": (
-        ["task=mqar", "task.vocab_size=16", "task.seq_len=16", "task.num_kv_pairs=2", "lm.d_model=16",
-         "lm.num_layers=1", "lm.ff_dim=16"],
+        [
+            "task=mqar",
+            "task.vocab_size=16",
+            "task.seq_len=16",
+            "task.num_kv_pairs=2",
+            "lm.d_model=16",
+            "lm.num_layers=1",
+            "lm.ff_dim=16",
+        ],
         "4 1 2 3 4",
         "multi_head causal self-attention",
         1,
     ),
     "classification": (
-        ["task=sentiment_movies", "attention=dot", "encoder=rnn", "encoder.embed_dim=8", "encoder.hidden_dim=16"],
+        [
+            "task=sentiment_movies",
+            "attention=dot",
+            "encoder=rnn",
+            "encoder.embed_dim=8",
+            "encoder.hidden_dim=16",
+        ],
         "a great film",
         "dot pooling",
         1,
@@ -61,10 +81,21 @@ def test_an_old_checkpoint_resumes_training(name: str, tmp_path: Path) -> None:
     overrides, _, _, trained = CASES[name]
     checkpoint = copy(name, tmp_path)
     run = tmp_path / "run"
-    assert cli([
-        "train", *overrides, *SIZES, "callbacks.attention_heatmaps=null", "logger=csv", "trainer.max_epochs=3",
-        f"ckpt_path={checkpoint}", f"hydra.run.dir={run}",
-    ]) == 0
+    assert (
+        cli(
+            [
+                "train",
+                *overrides,
+                *SIZES,
+                "callbacks.attention_heatmaps=null",
+                "logger=csv",
+                "trainer.max_epochs=3",
+                f"ckpt_path={checkpoint}",
+                f"hydra.run.dir={run}",
+            ]
+        )
+        == 0
+    )
     record = json.loads((run / "results.json").read_text())
     assert record["status"] == "completed"
     assert record["resumed_from"] == str(checkpoint)
