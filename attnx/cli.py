@@ -13,18 +13,18 @@ from typing import NoReturn
 
 COMMANDS = {
     "train": (
-        "attnx.train",
+        "attnx.train.cli",
         "train a model; Hydra overrides, e.g. task=reverse attention=additive (-m: sweep)",
     ),
     "predict": ("attnx.predict", "decode or classify an input with a checkpoint: ckpt=PATH input='...'"),
-    "report": ("attnx.report", "tabulate and plot every results.json under a (multi)run folder"),
+    "report": ("attnx.report.cli", "tabulate and plot every results.json under a (multi)run folder"),
     "compare": (
-        "attnx.compare",
+        "attnx.compare.cli",
         "a candidate mechanism or score against the classic five on a suite of tasks: attention=NAME",
     ),
     "dashboard": ("attnx.dashboard", "start TensorBoard on a sweep or run folder and print its URL"),
     "sync": ("attnx.sync", "upload a sweep's offline W&B runs (wandb sync)"),
-    "bench": ("attnx.bench", "time, memory and FLOPs of attention mechanisms vs sequence length"),
+    "bench": ("attnx.bench.cli", "time, memory and FLOPs of attention mechanisms vs sequence length"),
     "plugins": (
         "attnx.plugins",
         "list registered scores/attentions/encoders/tasks; `plugins check` runs the kit",

@@ -18,7 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
-from attnx.schema import DecodeConfig
+from attnx.config.schema import DecodeConfig
 
 USAGE = """usage: attnx predict ckpt=PATH input=TEXT [decode.beam_size=N] [decode.length_penalty=A]
                      [decode.max_len_ratio=R] [top_k=K] [max_input_len=N] [self_attention=true]
@@ -48,7 +48,7 @@ class PredictOptions:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
-BOUNDS = {"top_k": (">=", 1), "max_input_len": (">=", 1)}  # next to attnx.checks.BOUNDS' decode.*
+BOUNDS = {"top_k": (">=", 1), "max_input_len": (">=", 1)}  # next to attnx.config.checks.BOUNDS' decode.*
 
 
 class PredictError(Exception):
@@ -59,7 +59,8 @@ def parse(argv: list[str]) -> tuple[str, str, Any]:
     """(ckpt, input, the typed and bounds-checked `PredictOptions`) from `key=value` arguments."""
     from omegaconf import OmegaConf
 
-    from attnx import checks, config
+    from attnx.config import checks
+    from attnx.config import compose as config
 
     pairs = [item.partition("=") for item in argv]
     bare = [key for key, sep, _ in pairs if not sep]

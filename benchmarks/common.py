@@ -2,7 +2,7 @@
 
 Scripts print their results as a markdown table to paste into benchmarks/README.md. Speeds are
 ratios against a reference timed in the same process, interleaved round by round
-(attnx.measure.interleaved), so that load from other processes on a shared machine cancels.
+(attnx.bench.measure.interleaved), so that load from other processes on a shared machine cancels.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from attnx.measure import time_once
+from attnx.bench.measure import time_once
 from attnx.tasks.base import Batch
 
 
@@ -66,8 +66,8 @@ def assemble(overrides: list[str], output_dir: str) -> tuple[Any, Any, Any]:
     """(task, module, trainer) exactly as `attnx train <overrides>` builds them, seeded."""
     from hydra import compose, initialize_config_dir
 
-    from attnx import train
-    from attnx.config import CONF_DIR
+    from attnx.config.compose import CONF_DIR
+    from attnx.train import run as train
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("train", overrides=[*overrides, f"paths.output_dir={output_dir}"])

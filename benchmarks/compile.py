@@ -17,7 +17,7 @@ import warnings
 
 import common
 
-from attnx.measure import interleaved, ratios
+from attnx.bench.measure import interleaved, ratios
 from attnx.table import markdown_table
 
 RUNS = {

@@ -20,7 +20,7 @@ import common
 import torch
 
 from attnx import registry
-from attnx.measure import interleaved, ratios
+from attnx.bench.measure import interleaved, ratios
 from attnx.nn.attention import Mechanism
 from attnx.nn.decoders import RNNDecoder
 from attnx.nn.encoders import EncoderOutput

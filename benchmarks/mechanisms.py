@@ -17,7 +17,7 @@ import tempfile
 import common
 
 from attnx import registry
-from attnx.measure import interleaved, ratios
+from attnx.bench.measure import interleaved, ratios
 from attnx.table import markdown_table
 
 BATCHES = 4  # distinct batches cycled through, so every mechanism sees the same lengths

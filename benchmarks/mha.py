@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from attnx.measure import interleaved, ratios
+from attnx.bench.measure import interleaved, ratios
 from attnx.nn.attention import MultiHeadAttention
 from attnx.table import markdown_table
 

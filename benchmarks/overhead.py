@@ -1,7 +1,7 @@
 """Benchmark 1: framework overhead — samples/s of `attnx train` vs a plain PyTorch loop.
 
 The Lightning side is what `attnx train` runs: the composed config, and the task, module and
-Trainer built by attnx.train (logging every `log_every_n_steps` to the CSV logger, checkpoint
+Trainer built by attnx.train.run (logging every `log_every_n_steps` to the CSV logger, checkpoint
 callback, gradient clipping, deterministic mode), then `trainer.fit`; validation is off
 (`limit_val_batches=0`) so both sides only train. The plain side trains a second copy of the same
 model (same seed: same initial weights) on its own iterator over the same batches, with the module's

@@ -16,7 +16,7 @@ from collections.abc import Callable
 import common
 import torch
 
-from attnx.measure import interleaved, ratios
+from attnx.bench.measure import interleaved, ratios
 from attnx.table import markdown_table
 
 RUNS = {

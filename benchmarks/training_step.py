@@ -30,7 +30,7 @@ import torch
 import torch.nn.functional as F
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnx.measure import interleaved, ratios
+from attnx.bench.measure import interleaved, ratios
 from attnx.nn.encoders import EncoderOutput, length_mask
 from attnx.table import markdown_table
 from attnx.tasks.base import padding_fraction

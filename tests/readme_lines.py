@@ -129,7 +129,7 @@ def varying(line: Line, cfg: DictConfig, keys: Collection[str]) -> set[str]:
     group that sets them (`mqar=len128_pairs8` sets `task.seq_len`)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    from attnx.config import compose
+    from attnx.config.compose import compose
 
     parsed = OverridesParser.create().parse_overrides(sweeps(line, cfg))
     values = {o.get_key_element(): list(o.sweep_string_iterator()) for o in parsed}

@@ -568,7 +568,7 @@ def test_bad_input_is_one_line_and_exit_2(
         monkeypatch.setenv("ATTNX_PLUGIN_PATH", files[plugins])
     if line.startswith("compare"):  # the table's suites; a check that lets a case through fails, not trains
         monkeypatch.setenv("ATTNX_CONFIG_PATH", files["conf"])
-        monkeypatch.setattr("attnx.compare.launch", _no_training)
+        monkeypatch.setattr("attnx.compare.cli.launch", _no_training)
     code, err = run(argv_of(line, files, tmp_path), capfd)
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert code == 2, err
@@ -584,7 +584,7 @@ def test_every_command_and_config_group_has_a_case() -> None:
     """The table grows with each new surface: a new command or config group fails here until it has a
     case (a group is named as `group=`, `+group=`, `group.` or `group/`)."""
     from attnx.cli import COMMANDS
-    from attnx.config import CONF_DIR
+    from attnx.config.compose import CONF_DIR
 
     lines = [case.values[0] if hasattr(case, "values") else case[0] for case in CASES]
     assert set(COMMANDS) <= {line.split()[0] for line in lines}

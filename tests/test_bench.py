@@ -10,8 +10,8 @@ import torch
 import torch.nn.functional as F
 
 from attnx import registry
-from attnx.bench import Point, budget, budget_table, cases, growth_exponent, main, parser
-from attnx.measure import count_flops, interleaved, peak_memory, ratios
+from attnx.bench.cli import Point, budget, budget_table, cases, growth_exponent, main, parser
+from attnx.bench.measure import count_flops, interleaved, peak_memory, ratios
 
 CPU = torch.device("cpu")
 
@@ -55,7 +55,10 @@ def test_bench_tiny_grid_writes_table_csv_and_plots(tmp_path: Path, capsys: pyte
 @pytest.mark.e2e
 def test_bench_does_not_import_lightning(tmp_path: Path) -> None:
     argv = ["--attention", "dot", "--encoder", "", "--lengths", "8", "--repeats", "1", "--out", str(tmp_path)]
-    code = f"import sys, attnx.bench as b; b.main({argv!r}); print([m for m in sys.modules if 'lightn' in m])"
+    code = (
+        f"import sys, attnx.bench.cli as b; b.main({argv!r}); "
+        "print([m for m in sys.modules if 'lightn' in m])"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-1] == "[]"

@@ -1,5 +1,5 @@
 """DDP for real: `trainer=ddp_cpu` runs two gloo processes (rank 0 in this process, rank 1 started by
-attnx.distributed) that share each batch, reduce their metrics with torchmetrics and leave one record.
+attnx.train.distributed) that share each batch, reduce their metrics with torchmetrics and leave one record.
 The GPU twin, `trainer=ddp`, is checked where CUDA is."""
 
 from __future__ import annotations
@@ -101,7 +101,7 @@ def test_sigterm_to_rank_0_stops_both_ranks_and_resume_auto_reaches_an_uninterru
 
 
 def _ranks_started_by(pid: int) -> list[int]:
-    """Live processes whose environment says rank 0 of pid `pid` started them (attnx.distributed)."""
+    """Live processes whose environment says rank 0 of pid `pid` started them (attnx.train.distributed)."""
     marker = f"{sweep.PARENT}={pid}".encode()
     found = []
     for entry in Path("/proc").iterdir():

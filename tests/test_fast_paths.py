@@ -20,11 +20,11 @@ import torch.nn.functional as F
 from tiny import NO_HEATMAPS, ONE_EPOCH, TINY_MODEL, TINY_SELF_ATTN, sizes, train
 
 from attnx import registry
-from attnx.config import compose
+from attnx.config.compose import compose
 from attnx.nn.attention import Mechanism, MultiHeadAttention
 from attnx.nn.encoders import SelfAttentionEncoder
 from attnx.testing import projection_loss
-from attnx.train import assemble
+from attnx.train.run import assemble
 
 # Two encoder layers and multi-head attention: every module with a fused path; 32 examples in batches of 8.
 FUSED = [

@@ -478,9 +478,9 @@ def test_a_sweep_with_a_failed_run_exits_non_zero_with_a_summary(
 def test_under_slurm_the_requeue_signal_is_left_to_submitit(monkeypatch: pytest.MonkeyPatch) -> None:
     from lightning.pytorch.plugins.environments import SLURMEnvironment
 
-    from attnx.config import compose
+    from attnx.config.compose import compose
     from attnx.lit.checkpoints import VerifiedCheckpointIO
-    from attnx.train import assemble
+    from attnx.train.run import assemble
 
     registry.load_all()
     for key, value in {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "attnx", "SLURM_JOB_ID": "7"}.items():

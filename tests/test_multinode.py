@@ -12,8 +12,8 @@ from lightning.pytorch import Trainer
 from test_faults import launch
 from tiny import TINY, TINY_RNN
 
-from attnx.config import ConfigError
-from attnx.distributed import NODE_VARIABLES, check_nodes
+from attnx.config.compose import ConfigError
+from attnx.train.distributed import NODE_VARIABLES, check_nodes
 
 # what Lightning's cluster environments detect (torchelastic, SLURM, LSF) and its own reads for nodes
 CLUSTER = ("TORCHELASTIC_RUN_ID", "LSB_JOBID", "LSB_HOSTS", "LSB_MCPU_HOSTS", *NODE_VARIABLES)

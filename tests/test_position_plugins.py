@@ -13,7 +13,7 @@ import pytest
 import torch
 from tiny import NO_HEATMAPS, ONE_EPOCH, TINY_SELF_ATTN, completed, sizes
 
-from attnx.config import compose
+from attnx.config.compose import compose
 from attnx.nn.attention import LuongAttention, Mechanism, MultiHeadAttention
 from attnx.nn.decoders import TransformerDecoder
 from attnx.nn.encoders import EncoderOutput

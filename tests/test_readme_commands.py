@@ -57,7 +57,7 @@ from readme_lines import (
 
 from attnx import registry
 from attnx.cli import main as cli
-from attnx.config import compose, covering_jobs
+from attnx.config.compose import compose, covering_jobs
 
 pytestmark = pytest.mark.e2e
 ATTNX = [sys.executable, "-m", "attnx.cli"]  # the real CLI in a fresh interpreter
@@ -263,7 +263,7 @@ def assert_compare_composes(argv: list[str]) -> None:
     """What `attnx compare` checks before it trains, for the line's candidate and the baseline: the suite
     and protocol, and both arms composed and validated on every task of the suite, the candidate running
     on at least one. (Every classic arm on every shipped suite: tests/test_compare.py.)"""
-    from attnx.compare import Arm, candidate_arm, check_arms, compose_compare, split
+    from attnx.compare.cli import Arm, candidate_arm, check_arms, compose_compare, split
 
     request = split(argv)
     cfg = compose_compare(request.compare)

@@ -1,5 +1,5 @@
-"""The config schema (attnx/schema.py): a wrong type or an unknown key fails in Hydra's own merge, and a
-bound the types cannot express fails before training, each as one line naming the key."""
+"""The config schema (attnx/config/schema.py): a wrong type or an unknown key fails in Hydra's own merge,
+and a bound the types cannot express fails before training, each as one line naming the key."""
 
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ def test_a_typo_in_a_yaml_file_is_named(
 
 def test_storing_the_schema_imports_neither_torch_nor_lightning() -> None:
     code = (
-        "import sys, attnx.config\n"
+        "import sys, attnx.config.compose\n"
         "from hydra.core.config_store import ConfigStore\n"
         "assert 'train_schema.yaml' in ConfigStore.instance().repo\n"
         "print(sorted({'torch', 'lightning'} & set(sys.modules)))"

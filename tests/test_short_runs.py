@@ -15,7 +15,7 @@ from tiny import TINY_MODEL, TINY_RNN, results, sizes, train
 
 from attnx import registry
 from attnx.cli import main as cli
-from attnx.config import compose
+from attnx.config.compose import compose
 
 # 48 examples in batches of 16: an epoch is 3 steps, and the run stops after 2
 SHORT = [*TINY_RNN, *TINY_MODEL, *sizes(), "trainer.max_steps=2"]

@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from attnx import registry
-from attnx.config import CONF_DIR
+from attnx.config.compose import CONF_DIR
 from attnx.models.build import build_model
 from attnx.vocab import BOS, EOS, PAD
 

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from attnx import stats
-from attnx.runs import Row
-from attnx.significance import against_baseline, cells, ranks, win_matrix
+from attnx.report import stats
+from attnx.report.runs import Row
+from attnx.report.significance import against_baseline, cells, ranks, win_matrix
 
 
 def test_identical_runs_differ_by_zero_with_p_one() -> None:

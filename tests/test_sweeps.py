@@ -63,7 +63,8 @@ def test_joblib_sweep_runs_a_plugin_score_in_worker_processes(
     assert all(r["status"] == "completed" for r in records), [r["error"] for r in records]
     built = [line.split() for line in trace.read_text().splitlines()]
     # The runs were built in loky workers, not in this process, with one torch thread (no oversubscription).
-    # This process built the plugin only before launching, for the conformance kit's check (attnx.preflight).
+    # This process built the plugin only before launching, for the conformance kit's check
+    # (attnx.train.preflight).
     launched = next(i for i, (pid, _) in enumerate(built) if pid != str(os.getpid()))
     assert all(pid != str(os.getpid()) and threads == "1" for pid, threads in built[launched:])
 

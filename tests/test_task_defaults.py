@@ -14,8 +14,9 @@ import pytest
 from omegaconf import OmegaConf
 from tiny import TINY, TINY_RNN
 
-from attnx import checks, registry
-from attnx.config import CONF_DIR, compose
+from attnx import registry
+from attnx.config import checks
+from attnx.config.compose import CONF_DIR, compose
 
 FOLDER = Path(CONF_DIR) / "task_defaults"
 SHIPPED = sorted(p.stem for p in FOLDER.glob("*.yaml"))

@@ -10,8 +10,8 @@ import pytest
 import torch
 from tiny import TINY, TINY_BUDGET, TINY_LM, TINY_RNN, TINY_SELF_ATTN, TINY_TRANSFORMER, results, train
 
-from attnx import config
 from attnx.cli import main as cli
+from attnx.config import compose as config
 
 pytestmark = pytest.mark.e2e
 
@@ -176,7 +176,7 @@ def test_a_required_plugin_hyperparameter_left_unset_is_named(
     monkeypatch.setenv("ATTNX_PLUGIN_PATH", str(plugin.parent))
     assert train(tmp_path / "run", "attention=dot", "score=banded_test", *TINY) == 2
     assert "missing value for score.width" in capsys.readouterr().err
-    # A sweep is refused before any job launches, naming the job (attnx.preflight)
+    # A sweep is refused before any job launches, naming the job (attnx.train.preflight)
     assert train(tmp_path / "sweep", "attention=dot", "score=banded_test", *TINY, sweep=True) == 2
     err = capsys.readouterr().err
     assert "job 0 (" in err and "missing value for score.width" in err and not results(tmp_path / "sweep")
@@ -211,7 +211,7 @@ def test_user_config_folders_join_the_overrides_not_the_flags(
 ) -> None:
     """`hydra.searchpath=[...]` goes among the overrides: put before `-m` it ended the run of positional
     arguments argparse takes, and a sweep launched with a ./conf folder failed as "unrecognized"."""
-    from attnx.train import with_search_path
+    from attnx.train.run import with_search_path
 
     monkeypatch.setenv("ATTNX_CONFIG_PATH", str(tmp_path))
     [searchpath] = config.search_path_override()
@@ -232,7 +232,7 @@ def test_exact_match_by_source_length_sums_to_the_test_exact_match(tmp_path: Pat
 def test_paired_embeddings_start_every_mechanism_from_the_same_tables() -> None:
     from attnx import registry
     from attnx.lit import lit_module
-    from attnx.train import model_spec
+    from attnx.train.run import model_spec
 
     registry.load_all()
 

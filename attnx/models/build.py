@@ -8,7 +8,7 @@ config validation (before any data is built) and for model assembly alike.
 
 from __future__ import annotations
 
-import dataclasses
+import inspect
 import zlib
 from collections.abc import Mapping
 from functools import partial
@@ -24,12 +24,11 @@ from attnx.models.seq2seq import Seq2Seq
 from attnx.nn.attention import Mechanism
 from attnx.nn.scores import ScoreFactory
 from attnx.nn.transformer import refusal
-from attnx.schema import ModelConfig
 
 MODEL_TYPES = ("seq2seq", "classification", "lm")
-# The `model` keys: the schema's (attnx/schema.py), which a composed config has already passed; a call
-# from Python is checked against the same list.
-MODEL_KEYS = tuple(f.name for f in dataclasses.fields(ModelConfig))
+# The `model` keys: the classifier head's hyperparameters, which attnx/config/schema.py's ModelConfig types
+# for a composed config; a call from Python is checked against the same list.
+MODEL_KEYS = tuple(inspect.signature(Classifier).parameters)[3:]  # after encoder, attention, num_classes
 
 
 def resolve_score_name(attention_name: str, score_cfg: Mapping[str, Any] | None) -> str | None:

@@ -11,7 +11,7 @@ A second signal while saving is ignored, as Lightning does for Ctrl+C.
 The signal SLURM sends before a time limit (`--signal`, SIGUSR2 under submitit) has one owner:
 submitit, whose handler decides whether to requeue the job (a time-out counts against
 `max_num_timeout`, a pre-emption does not), requeues it and exits. Lightning's own SLURM requeueing is
-off (attnx.train passes `SLURMEnvironment(auto_requeue=False)`). Left alone, submitit's handler would
+off (attnx.train.run passes `SLURMEnvironment(auto_requeue=False)`). Left alone, submitit's handler would
 exit wherever the signal lands, mid-step; so when a handler is already installed for SIGUSR1 or
 SIGUSR2, `Signals` takes that signal like SIGTERM (stop at the next batch end, save `last.ckpt`,
 record `interrupted`) and calls the installed handler once the run has stopped, on the way out of

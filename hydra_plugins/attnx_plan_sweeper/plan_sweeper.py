@@ -46,7 +46,7 @@ def read_plan(path: str | Path) -> list[list[str]]:
 
 def plan_jobs(plan: list[list[str]], arguments: list[Override]) -> list[list[str]]:
     """Each plan job crossed with the command line's sweeps, plan job by plan job: job N of the sweep
-    is `jobs[N]` (attnx.preflight checks the same list before the launch)."""
+    is `jobs[N]` (attnx.train.preflight checks the same list before the launch)."""
     (crossed,) = BasicSweeper.split_arguments(arguments, None)
     return [[*common, *job] for job in plan for common in crossed]
 

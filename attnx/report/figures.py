@@ -19,8 +19,8 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
-from attnx.runs import Row, lower_is_better, sort_key, text, value
-from attnx.significance import Cells
+from attnx.report.runs import Row, lower_is_better, sort_key, text, value
+from attnx.report.significance import Cells
 
 DPI = 110
 

@@ -1,15 +1,14 @@
-"""`attnx train`: Hydra composes the config, Lightning fits and tests, every run writes results.json.
+"""A run's life: Hydra has composed the config; Lightning fits and tests; every run writes results.json.
 
 A run holds its folder's lock (attnx.track.lock) from start to end, records `running` before it
 trains, and ends `completed`, `failed` or `interrupted` (SIGTERM/SIGINT: a checkpoint is saved and
-the exit code is 143/130). Exit codes: 0 success; 1 a run failed (in a sweep: after every run has
-ended); 2 bad input, checked before training; 128+N a signal N.
+the exit code is 143/130).
 
-Plugins are discovered in `main` before Hydra composes anything, and again by `train` in every job:
-launchers that run jobs in other processes (joblib's loky workers, submitit) call the task function
-there, so a plugin's classes are registered in the process that builds its model.
+Plugins are discovered in `attnx.train.cli.main` before Hydra composes anything, and again by `train`
+in every job: launchers that run jobs in other processes (joblib's loky workers, submitit) call the task
+function there, so a plugin's classes are registered in the process that builds its model.
 
-Under DDP every rank runs `train` (attnx.distributed); rank 0 alone takes the folder's lock and
+Under DDP every rank runs `train` (attnx.train.distributed); rank 0 alone takes the folder's lock and
 writes its files, and `results.json` records `world_size`.
 """
 
@@ -27,27 +26,24 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.types import RunMode
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
-from attnx import distributed, registry
-from attnx.checks import check_lengths, check_monitors, validate
-from attnx.config import CONF_DIR, ConfigError, check_overrides, one_line, plain, search_path_override
+from attnx import registry
+from attnx.config.checks import check_lengths, check_monitors, validate
+from attnx.config.compose import ConfigError, one_line, plain
 from attnx.models.build import resolve_score_name
 from attnx.track import sweep
 from attnx.track.lock import RunFolderBusy, RunLock
 from attnx.track.results import Record, completed
 from attnx.track.signals import Interrupted, Signals
+from attnx.train import distributed
 
 CHOICES = ("task", "encoder", "decoder", "attention", "score")  # recorded by registered name in results
 
 log = logging.getLogger("attnx")
-
-
-HELP = ("-h", "--help", "--hydra-help")
 
 
 class UserError(BaseException):
@@ -58,46 +54,6 @@ class UserError(BaseException):
 class RunFailed(BaseException):
     """A single run that failed for a reason outside the code (a full disk, a non-finite loss): one
     line and exit 1 instead of a traceback. Its results.json says the same."""
-
-
-def main(argv: list[str]) -> int:
-    try:
-        if not any(flag in argv for flag in HELP):  # help imports no plugin code
-            registry.load_all()
-            check_overrides(argv)
-    except (ConfigError, registry.RegistryError, registry.PluginImportError) as error:
-        print(f"attnx train: {error}", file=sys.stderr)
-        return 2
-    os.environ[sweep.PARENT] = str(os.getpid())  # a launcher's workers watch this process
-    saved, sys.argv = sys.argv, ["attnx train", *with_search_path(argv)]  # @hydra.main reads sys.argv
-    try:
-        _hydra_main()
-    except UserError as error:
-        print(f"attnx train: {error}", file=sys.stderr)
-        return 2
-    except RunFailed as error:
-        print(f"attnx train: {error}", file=sys.stderr)
-        return 1
-    except Interrupted as error:
-        print(f"attnx train: {error}", file=sys.stderr)
-        return error.exit_code
-    finally:
-        sys.argv = saved
-    return 1 if sweep.take_failed() else 0
-
-
-def with_search_path(argv: list[str]) -> list[str]:
-    """`argv` with the user's config folders (`search_path_override`) among its overrides: right before
-    the first, or last when it has none. Hydra's argparse takes the overrides as one run of positional
-    arguments, so one put before a flag (`hydra.searchpath=[...] -m task=a,b`) left the rest unparsed."""
-    overrides = (i for i, a in enumerate(argv) if not a.startswith("-") and ("=" in a or a.startswith("~")))
-    first = next(overrides, len(argv))
-    return [*argv[:first], *search_path_override(), *argv[first:]]
-
-
-@hydra.main(version_base="1.3", config_path=CONF_DIR, config_name="train")
-def _hydra_main(cfg: DictConfig) -> float | None:
-    return train(cfg)
 
 
 def train(cfg: DictConfig) -> float | None:

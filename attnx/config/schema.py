@@ -5,7 +5,7 @@ values, commented; these dataclasses hold the keys and types, so a wrong type (`
 unknown key (`model.hiden_dim=8` in a YAML file) fails in Hydra's own merge, naming the key.
 
 Every field but the optional groups is MISSING here: its default lives in one place, the YAML. Bounds
-that types cannot express (optim.lr > 0, ...) are `attnx.checks.validate`'s. The task, encoder,
+that types cannot express (optim.lr > 0, ...) are `attnx.config.checks.validate`'s. The task, encoder,
 decoder, attention and score groups are typed by the registry, from their constructors (`attnx.registry`).
 Storing the schema imports Hydra and OmegaConf only, never torch or Lightning.
 """

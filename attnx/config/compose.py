@@ -1,6 +1,6 @@
 """Composing `attnx train`'s config as the CLI does, and checking its overrides before anything
 launches: unknown group options with did-you-mean, Hydra's own errors as one line. The semantic
-checks of a composed config are `attnx.checks`."""
+checks of a composed config are `attnx.config.checks`."""
 
 from __future__ import annotations
 
@@ -8,17 +8,18 @@ import os
 import re
 from collections.abc import Collection
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
-from attnx import registry, schema
+from attnx import registry
+from attnx.config import schema
 
 
 def _config_dir() -> str:
     """The shipped configs: `attnx/conf` in an installed wheel, the top-level `conf/` of a source
     checkout (pyproject's package-dir maps one onto the other when a wheel is built)."""
-    package = Path(__file__).parent
+    package = Path(__file__).parents[1]
     installed = package / "conf"
     return str(installed if installed.is_dir() else package.parent / "conf")
 
@@ -132,11 +133,18 @@ def check_modes(argv: list[str]) -> str | None:
     return modes[0] if modes else None
 
 
-def check_overrides(argv: list[str]) -> None:
+class Sweep(NamedTuple):
+    """A sweep the command line asks for: its parsed overrides and the Hydra config that launches it."""
+
+    parsed: list[Any]
+    hydra: DictConfig
+
+
+def check_overrides(argv: list[str]) -> Sweep | None:
     """Before anything launches: reject unknown options of every config group (did-you-mean), then
     compose what the jobs will compose, so that Hydra's own errors (unknown key, wrong type) come out
-    as one line. A plain run also reports a `???` left unset; a sweep's jobs are each checked as the job
-    would check itself, all before any launches (`attnx.preflight`)."""
+    as one line. A plain run also reports a `???` left unset. Returns the sweep that `argv` launches, whose
+    jobs the caller checks each as the job would check itself (`attnx.train.preflight`), or None."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.types import RunMode
 
@@ -152,7 +160,7 @@ def check_overrides(argv: list[str]) -> None:
     check_plan(parsed)
     check_group_choices(parsed)
     if any(a.split("=")[0] in _CONFIG_FLAGS for a in argv):
-        return
+        return None
     multirun = mode == "-m"
     try:  # the first job of a sweep: what all its jobs share, said with attnx's hints
         job = covering_jobs(parsed)[0] if multirun else overrides
@@ -161,9 +169,8 @@ def check_overrides(argv: list[str]) -> None:
         raise ConfigError(_slot_hint(str(error))) from None
     # a config may ask for a sweep itself (hparams_search=optuna: hydra.mode); `--cfg` launches nothing
     if (multirun or cfg.hydra.mode == RunMode.MULTIRUN) and mode not in ("--cfg", "--info"):
-        from attnx.preflight import check_sweep
-
-        check_sweep(parsed, cfg.hydra)
+        return Sweep(parsed, cfg.hydra)
+    return None
 
 
 SLURM_LAUNCHER = "hydra_plugins.hydra_submitit_launcher.submitit_launcher.SlurmLauncher"

@@ -1,8 +1,8 @@
 """The sections of an `attnx report`: results with bootstrap intervals, the statistics of one compared
-key within cells (`attnx.significance`), cost with Pareto plots, figures and heatmaps, and every run
-folder found, with why any was left out of them (`attnx.runs`: no record, unreadable, invalid, not
-completed). A `Study` says what they are made of; `sections` turns it into `attnx.document` parts that
-`attnx.report` writes as Markdown, CSV and one HTML page, and `attnx.compare_report` wraps with its
+key within cells (`attnx.report.significance`), cost with Pareto plots, figures and heatmaps, and every run
+folder found, with why any was left out of them (`attnx.report.runs`: no record, unreadable, invalid, not
+completed). A `Study` says what they are made of; `sections` turns it into `attnx.report.document` parts that
+`attnx.report.cli` writes as Markdown, CSV and one HTML page, and `attnx.compare.report` wraps with its
 ranking.
 """
 
@@ -14,11 +14,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from attnx import stats
-from attnx.document import Image, Section, Table
-from attnx.figures import length_plot, line_plot, pareto_plot
-from attnx.runs import NOT_SWEPT, Row, lower_is_better, overrides, sort_key, text, value
-from attnx.significance import Cells, against_baseline, cells, mean_rank, ranks, win_matrix
+from attnx.report import stats
+from attnx.report.document import Image, Section, Table
+from attnx.report.figures import length_plot, line_plot, pareto_plot
+from attnx.report.runs import NOT_SWEPT, Row, lower_is_better, overrides, sort_key, text, value
+from attnx.report.significance import Cells, against_baseline, cells, mean_rank, ranks, win_matrix
 from attnx.track.results import RUN_FOLDER
 
 COSTS = (("params", "params"), ("train_seconds", "train s"), ("samples_per_second", "samples/s"))

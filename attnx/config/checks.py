@@ -19,7 +19,7 @@ from typing import Any
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from attnx import registry
-from attnx.config import ConfigError, plain
+from attnx.config.compose import ConfigError, plain
 
 # Bounds the schema's types cannot express: key -> (comparison, bound). A key that a config lacks (a user's
 # optimiser without weight_decay) is not checked.

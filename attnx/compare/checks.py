@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
-from attnx.config import (
+from attnx.config.compose import (
     ConfigError,
     check_choice,
     check_group_choices,
@@ -23,10 +23,10 @@ from attnx.config import (
     file_in_the_way,
     group_options,
 )
-from attnx.runs import lower_is_better
+from attnx.report.runs import lower_is_better
 
 if TYPE_CHECKING:
-    from attnx.compare import Arm
+    from attnx.compare.cli import Arm
 
 
 def check_keys(cfg: DictConfig) -> None:
@@ -150,7 +150,7 @@ def check_arms(
     (`attention=none: NoAttention cannot be a causal self-attention layer ...`). A config the user got
     wrong for every arm (a mistyped key) is an error, not a row of refusals; so is a task whose metric
     its runs never log, a width key its config lacks, or data longer than its models take."""
-    from attnx.checks import validate
+    from attnx.config.checks import validate
 
     hosted: dict[str, list[Arm]] = {}
     refused: dict[tuple[str, str], str] = {}
@@ -180,9 +180,9 @@ def check_arms(
 def _check_task(spec: DictConfig, configs: Sequence[DictConfig]) -> None:
     """The task's data (built here, once) against every hosted arm's model, its metric against what
     its runs log, its width keys against its config."""
-    from attnx.checks import check_lengths
+    from attnx.config.checks import check_lengths
     from attnx.lit import lit_module
-    from attnx.train import model_spec
+    from attnx.train.run import model_spec
 
     task = registry.build("task", configs[0].task)
     task.setup()

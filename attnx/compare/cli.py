@@ -14,7 +14,7 @@ mechanisms, on a suite of tasks, over seeds, in one command.
    `resume=auto`: a phase whose runs all completed is not launched again, and an interrupted one
    continues where it stopped (finished runs are skipped, the others resume from their checkpoints).
 4. `attnx bench` times every arm's mechanism as self-attention at `bench.n` tokens.
-5. One report (`attnx.report`): report.html, report.md, report.csv in the compare folder.
+5. One report (`attnx.report.cli`): report.html, report.md, report.csv in the compare folder.
 
 Everything lands in `out` (default `compare/<suite>/<candidate>`): `lr_search/`, `runs/`, `bench/`, and
 the report. The same command launched again continues the same compare.
@@ -31,10 +31,10 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
-from attnx.compare_checks import check_arms, check_keys, check_runs
-from attnx.config import ConfigError, one_line, search_path_override
-from attnx.matching import Matched, match_widths
-from attnx.runs import lower_is_better
+from attnx.compare.checks import check_arms, check_keys, check_runs
+from attnx.config.compose import ConfigError, one_line, search_path_override
+from attnx.compare.matching import Matched, match_widths
+from attnx.report.runs import lower_is_better
 
 log = logging.getLogger("attnx")
 CANDIDATE_KEYS = ("attention", "score")  # with their fields: what names the candidate
@@ -143,7 +143,7 @@ def main(argv: list[str]) -> int:
         jobs, matched = with_matched_widths(jobs, cfg, request.runs)
     failed += launch(out / "runs", cfg, jobs, runs)
     bench_ms = bench(out / "bench", cfg, arms)
-    from attnx.compare_report import CompareStudy, write_report
+    from attnx.compare.report import CompareStudy, write_report
 
     study = CompareStudy(
         out, cfg, suite, candidate, jobs, search, refused, matched, bench_ms, ["attnx compare", *argv]
@@ -190,7 +190,7 @@ def compose_compare(overrides: list[str]) -> DictConfig:
     """conf/compare.yaml with its suite, typed by `CompareConfig`; Hydra's errors in one line."""
     import hydra
 
-    from attnx.config import CONF_DIR
+    from attnx.config.compose import CONF_DIR
 
     try:
         with hydra.initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
@@ -198,7 +198,7 @@ def compose_compare(overrides: list[str]) -> DictConfig:
     except Exception as error:
         missing = re.search(r"Could not find 'suite/([^']+)'", str(error))
         if missing:
-            from attnx.config import group_options
+            from attnx.config.compose import group_options
 
             options = group_options({"suite"}, "compare").get("suite", [])
             raise ConfigError(registry.unknown_message("suite", missing.group(1), options)) from None
@@ -243,7 +243,7 @@ def search_jobs(cfg: DictConfig, hosted: dict[str, list[Arm]]) -> list[Job]:
 def launch(folder: Path, cfg: DictConfig, jobs: list[Job], runs: list[str], search: bool = False) -> int:
     """One multirun of exactly `jobs` (job i in `folder/i`), unless all of them already completed;
     how many did not complete."""
-    from attnx import train
+    from attnx.train import run as train
     from attnx.track.results import completed
 
     planned = [job.overrides(list(cfg.tasks[job.task].overrides), search) for job in jobs]
@@ -317,8 +317,8 @@ def with_matched_widths(
 
 def bench(folder: Path, cfg: DictConfig, arms: list[Arm]) -> dict[str, float]:
     """Arm label -> forward ms as self-attention at `bench.n` tokens, measured once (bench.csv is kept)."""
-    from attnx.bench import main as bench_main
-    from attnx.report import read_bench
+    from attnx.bench.cli import main as bench_main
+    from attnx.report.cli import read_bench
 
     measured: dict[str, float] = {}
     for arm in arms:

@@ -7,7 +7,7 @@ over N tokens; the rnn encoder is the linear-time reference. Per point it measur
 
   fwd      inference forward (no autograd), median of --repeats after --warmup
   train    forward + backward, same statistics; parameter gradients are freshly allocated each time
-  memory   peak tensor memory of each, above what was allocated before (see attnx.measure.peak_memory)
+  memory   peak tensor memory of each, above what was allocated before (see attnx.bench.measure.peak_memory)
   FLOPs    of the forward, counted by torch.utils.flop_counter.FlopCounterMode (matrix products only)
 
 and compares the counted attention FLOPs (all of the mechanism's FLOPs but its own input/output
@@ -42,9 +42,9 @@ import torch
 from torch import nn
 
 from attnx import registry
+from attnx.bench.measure import count_flops, median_time, peak_memory
 from attnx.cli import ArgumentParser
-from attnx.config import file_in_the_way
-from attnx.measure import count_flops, median_time, peak_memory
+from attnx.config.compose import file_in_the_way
 from attnx.models.build import build_host, build_model, score_factory
 from attnx.nn.positions import Positions
 from attnx.table import cell, markdown_table

@@ -7,7 +7,7 @@ matched), so that a cell is one task setting and its rows are the key's values. 
 seed are paired: the same data order and initial embeddings.
 
 - `against_baseline`: each row against the cell's baseline row (`--baseline attention=additive`),
-  paired over seeds (`attnx.stats.paired`), p-values Holm-adjusted over all the comparisons made.
+  paired over seeds (`attnx.report.stats.paired`), p-values Holm-adjusted over all the comparisons made.
 - `win_matrix`: per cell, each ordered pair of the key's values: W when the 95% bootstrap interval of
   the paired difference lies wholly on the better side of 0, L when wholly on the worse side, T
   otherwise (with one seed there is no interval: by the sign of the difference).
@@ -23,8 +23,8 @@ from typing import Any
 
 from scipy.stats import rankdata
 
-from attnx import stats
-from attnx.runs import Row, lower_is_better, sort_key, text
+from attnx.report import stats
+from attnx.report.runs import Row, lower_is_better, sort_key, text
 
 
 @dataclass(frozen=True)

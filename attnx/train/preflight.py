@@ -1,5 +1,5 @@
 """Every job of a sweep composed and checked before any is launched (`check_sweep`, called by
-`attnx.config.check_overrides`): a value that fails validation in one job stops the whole sweep with
+`attnx.config.compose.check_overrides`): a value that fails validation in one job stops the whole sweep with
 one line naming the job and the key (exit 2), rather than failing that run after the others started.
 
 The jobs are those the sweeper will launch, numbered as their folders `<sweep dir>/N` will be: Hydra's
@@ -9,7 +9,7 @@ is known before: its fixed overrides with each value of its choices and ranges a
 intervals, one job per value (`covering_jobs`). A value drawn inside an interval, and a combination
 of drawn values, are checked by its trial when it runs.
 
-Each job gets what `attnx.train.assemble` checks before it builds any data: `attnx.checks.validate`
+Each job gets what `attnx.train.run.assemble` checks before it builds any data: `attnx.config.checks.validate`
 and the task's constructor (its own argument checks: `task.min_len <= task.max_len`). The jobs share
 one Hydra initialisation; `validate` imports Lightning once, for the Trainer's signature.
 """
@@ -22,7 +22,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
 from omegaconf.errors import OmegaConfBaseException
 
 from attnx import registry
-from attnx.config import (
+from attnx.config.compose import (
     CONF_DIR,
     SLURM_LAUNCHER,
     ConfigError,
@@ -35,7 +35,7 @@ from attnx.config import (
 
 BASIC = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 PLAN = "hydra_plugins.attnx_plan_sweeper.plan_sweeper.PlanSweeper"
-# what a job's own checks raise for a config the user can fix (attnx.train._run says the same)
+# what a job's own checks raise for a config the user can fix (attnx.train.run._run says the same)
 USER_ERRORS = (ConfigError, ValueError, registry.RegistryError, OmegaConfBaseException)
 
 
@@ -95,10 +95,10 @@ def sweep_jobs(task: list[Any], sweeper: DictConfig, parser: Any) -> tuple[list[
 
 
 def check_job(cfg: DictConfig) -> None:
-    """What a job checks before it builds its data (`attnx.train.assemble`), on its config composed
+    """What a job checks before it builds its data (`attnx.train.run.assemble`), on its config composed
     with the `hydra` node (which the job's own config lacks). A SLURM job's accelerator is its node's
     to have, not this machine's."""
-    from attnx.checks import validate
+    from attnx.config.checks import validate
 
     check_missing(cfg)
     check_slurm_tasks(cfg)
@@ -114,7 +114,7 @@ def check_search(cfg: DictConfig) -> None:
     trial after it trained: an `optimized_metric` the runs log (their validation metrics, and the same
     at test). Checked on one job, with its data built."""
     from attnx.lit import lit_module
-    from attnx.train import model_spec
+    from attnx.train.run import model_spec
 
     task = registry.build("task", cfg.task)
     task.setup()

@@ -430,7 +430,7 @@ def plugin_dirs() -> list[Path]:
     local = (Path.cwd() / "plugins").resolve()
     dirs = listed
     if local.is_dir() and local not in listed:
-        if local == Path(__file__).resolve().parents[1] / "plugins":
+        if local == Path(__file__).resolve().parents[2] / "plugins":
             dirs = [local, *listed]
         elif local not in _skipped:
             _skipped.add(local)

@@ -15,14 +15,15 @@ from typing import Any
 
 from omegaconf import DictConfig
 
-from attnx import report, stats
-from attnx.compare import Arm, Job, validation_metric
-from attnx.document import Image, Section, Table
-from attnx.figures import line_plot
-from attnx.matching import Matched
-from attnx.report_sections import Study, sections
-from attnx.runs import Row, read_run, text
-from attnx.significance import Cells, mean_rank, ranks, win_matrix
+from attnx.report import cli as report
+from attnx.report import stats
+from attnx.compare.cli import Arm, Job, validation_metric
+from attnx.report.document import Image, Section, Table
+from attnx.report.figures import line_plot
+from attnx.compare.matching import Matched
+from attnx.report.sections import Study, sections
+from attnx.report.runs import Row, read_run, text
+from attnx.report.significance import Cells, mean_rank, ranks, win_matrix
 
 METRIC, VAL_METRIC = "test/metric", "val/metric"
 

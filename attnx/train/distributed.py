@@ -1,7 +1,7 @@
 """The processes of a DDP run (`trainer=ddp_cpu`, `trainer=ddp`): which one this is, and starting the
 others on this machine.
 
-Every rank runs the whole job, `attnx.train.train(cfg)`: it builds the same data and model, trains its
+Every rank runs the whole job, `attnx.train.run.train(cfg)`: it builds the same data and model, trains its
 share of each batch, validates and tests. Rank 0 alone holds the run folder's lock and writes
 `.hydra/`, results.json and the loggers' files; the heatmaps callback draws on rank 0 only. Where the
 other ranks come from:
@@ -12,7 +12,7 @@ other ranks come from:
 - under torchrun, from torchrun;
 - otherwise from `local_ranks`. Lightning's own launcher would run this process's command line again
   for each further rank, and under attnx that command is a sweep, a launcher's worker or a test, not
-  this job. So attnx starts ranks 1..N-1 itself, as `python -m attnx.distributed` given this job's
+  this job. So attnx starts ranks 1..N-1 itself, as `python -m attnx.train.distributed` given this job's
   config and Hydra state (what Hydra's own launchers hand a worker: `Singleton.get_state()`), with the
   variables Lightning reads for processes started outside it (torchrun's MASTER_ADDR, MASTER_PORT,
   WORLD_SIZE, NODE_RANK, LOCAL_RANK), and keeps them in step with this one: they end with it.
@@ -48,7 +48,7 @@ def check_nodes(trainer: Any) -> None:
     nobody starts: a ConfigError before training instead."""
     from lightning.fabric.plugins.environments import LightningEnvironment
 
-    from attnx.config import ConfigError
+    from attnx.config.compose import ConfigError
 
     environment = getattr(trainer.strategy, "cluster_environment", None)
     unset = [name for name in NODE_VARIABLES if name not in os.environ]
@@ -126,7 +126,7 @@ def _rank_main() -> int:
     from hydra.core.singleton import Singleton
     from hydra.core.utils import setup_globals
 
-    from attnx.train import train
+    from attnx.train.run import train
 
     state, cfg = pickle.load(sys.stdin.buffer)  # cloudpickle's output loads with pickle
     Singleton.set_state(state)

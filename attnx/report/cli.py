@@ -1,8 +1,8 @@
 """`attnx report DIR [DIR ...]`: one comparison, with its statistics and figures, from every results.json
 under DIRs.
 
-A row is one configuration (`attnx.runs`): runs that differ only by `seed` share a row, as mean ±
-std with a 95% bootstrap interval over the seeds. The statistics (`attnx.significance`) compare the
+A row is one configuration (`attnx.report.runs`): runs that differ only by `seed` share a row, as mean ±
+std with a 95% bootstrap interval over the seeds. The statistics (`attnx.report.significance`) compare the
 values of one key within each cell of the other columns: `--baseline attention=additive` pairs
 every row with the cell's additive row seed by seed (mean difference, exact test, Holm across the
 comparisons), and for the same key (`attention` when no baseline is given) a win/tie/loss matrix and
@@ -23,12 +23,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from attnx import stats
 from attnx.cli import ArgumentParser
-from attnx.config import file_in_the_way
-from attnx.document import Image, Section, Table, markdown, page
-from attnx.report_sections import COSTS, Study, first_line, left_out_table, outcome, sections
-from attnx.runs import default_metrics, group, is_numeric, load, select, swept_columns, text, value
+from attnx.config.compose import file_in_the_way
+from attnx.report import stats
+from attnx.report.document import Image, Section, Table, markdown, page
+from attnx.report.runs import default_metrics, group, is_numeric, load, select, swept_columns, text, value
+from attnx.report.sections import COSTS, Study, first_line, left_out_table, outcome, sections
 from attnx.table import markdown_table
 from attnx.track.results import RUN_FOLDER, status
 

@@ -12,7 +12,7 @@ from typing import Any, Protocol
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
-from attnx.config import compose
+from attnx.config.compose import compose
 
 MAX_SCALE = 8  # widths are searched between 1 and MAX_SCALE times their configured value
 
@@ -68,7 +68,7 @@ def count(cfg: DictConfig, task: Any, widths: dict[str, int]) -> int:
     """The parameter count of `cfg`'s model at `widths`; ValueError when the model cannot be built there
     (a width the heads do not divide)."""
     from attnx.lit import lit_module
-    from attnx.train import model_spec
+    from attnx.train.run import model_spec
 
     cfg = cfg.copy()
     for key, value in widths.items():
