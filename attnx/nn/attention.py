@@ -50,7 +50,7 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
 class Attention(nn.Module):
     """Base class of the `attention` kind.
 
-    `placement` tells a decoder where the mechanism acts (DESIGN.md):
+    `placement` tells a decoder where the mechanism acts (equations in `attnx/nn/decoders/rnn.py`):
       "none"    no context (Sutskever 2014); "fixed_c" one code C at every step (Cho 2014);
       "before"  context from s_{i-1}, fed into the RNN step (Bahdanau 2015);
       "after"   RNN step first, query h_t, attentional state tanh(W_c[c_t; h_t]) (Luong 2015).

@@ -55,7 +55,7 @@ def choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
 
 @register_encoder("rnn")
 class RNNEncoder(Encoder):
-    """Recurrent encoder over packed sequences (Sutskever et al. 2014; Bahdanau et al. 2015).
+    """Recurrent encoder over padded sequences of any lengths (Sutskever et al. 2014; Bahdanau et al. 2015).
 
     states h_j = [→h_j; ←h_j] (zero at padding), summary = the last layer's final hidden state of
     each direction, concatenated. Padding never enters a state or the summary: →h runs over the
@@ -63,9 +63,9 @@ class RNNEncoder(Encoder):
     reversed within its length, so it starts at its last real token.
 
     Each direction of each layer is one whole-sequence call of torch's RNN kernel with the module's
-    own weights. Packed sequences would skip the padding, but torch's packed kernel slices its input
-    gates step by step, and the backward of each slice zero-fills a copy of all of them: O(T²)
-    memory traffic, a quarter of the default seq2seq training step (benchmarks/README.md §9).
+    own weights, over the padded batch. Packed sequences would skip the padding, but torch's packed
+    kernel slices its input gates step by step, and the backward of each slice zero-fills a copy of all
+    of them: O(T²) memory traffic, a quarter of the default seq2seq training step (benchmarks/README.md §9).
     """
 
     def __init__(

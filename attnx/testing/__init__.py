@@ -1,4 +1,4 @@
-"""Conformance kit: the invariants every score and attention must satisfy (DESIGN.md, Contracts).
+"""Conformance kit: the invariants every score and attention must satisfy (ARCHITECTURE.md, Contracts).
 
 A plugin author's test is one line:
 

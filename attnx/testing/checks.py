@@ -1,4 +1,4 @@
-"""The checks: each a named invariant of the contract (DESIGN.md, Contracts), registered in `CHECKS` in
+"""The checks: each a named invariant of the contract (ARCHITECTURE.md, Contracts), registered in `CHECKS` in
 the order they run, with the capability flags that say where it is promised."""
 
 from __future__ import annotations
