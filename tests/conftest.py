@@ -1,18 +1,23 @@
 """Shared test setup: one torch thread (small models run far faster that way on 2 shared cores), a fixed
 torch seed per test, torch's global flags restored after each test, and `gpu` tests skipped without one.
 
-Markers are registered in pyproject.toml; the tiny-run overrides and CLI helpers are in tiny.py; the
-browser tests' `page` fixture and helpers in browser.py, a plugin here so that any test can ask for `page`.
+The folders are the markers: every test under `e2e/` (the real CLI, a Lightning fit, a subprocess) is
+marked `e2e` here, so `make test-fast` (-m "not e2e and not slow") cannot pick one up by a forgotten
+decorator; a test elsewhere may not mark itself `e2e`. `unit/` mirrors the package, `plugins/` holds the
+shipped plugins' tests, `helpers/` what tests share (the tiny-run overrides in `helpers/tiny.py`; the
+browser tests' `page` fixture in `helpers/browser.py`, a plugin here so that any test can ask for `page`).
+Markers are registered in pyproject.toml.
 """
 
 import os
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import torch
 
-pytest_plugins = ["browser"]
+pytest_plugins = ["helpers.browser"]
 
 torch.set_num_threads(1)
 os.environ.setdefault("WANDB_MODE", "offline")
@@ -44,6 +49,17 @@ def _fresh_joblib_workers() -> Iterator[None]:
     executor = getattr(loky, "_executor", None)  # asking get_reusable_executor() would start one
     if executor is not None:
         executor.shutdown(wait=True)
+
+
+E2E = Path(__file__).resolve().parent / "e2e"
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.is_relative_to(E2E):
+            item.add_marker(pytest.mark.e2e)
+        elif item.get_closest_marker("e2e"):
+            raise pytest.UsageError(f"{item.nodeid} is marked e2e outside tests/e2e/: move it there instead")
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

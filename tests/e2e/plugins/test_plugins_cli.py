@@ -1,0 +1,182 @@
+"""Plugins end to end: discovery from ATTNX_PLUGIN_PATH and entry points via the real `attnx plugins`
+CLI, import errors naming the file, and the plugins shipped in attnx.contrib passing the kit."""
+
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from helpers.paths import REPO
+
+ATTNX = Path(sys.executable).parent / "attnx"
+
+
+LAPLACE = '''
+"""f(q, k) = -‖q − k‖₁ / scale"""
+import torch
+from attnx import Score, register_score
+from attnx.nn.scores import require_equal_dims
+
+
+@register_score("{name}")
+class LaplaceScore(Score):
+    def __init__(self, query_dim: int, key_dim: int, scale: float = 1.0) -> None:
+        super().__init__(query_dim, key_dim)
+        require_equal_dims(self)
+        self.scale = scale
+
+    def forward(self, query: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+        return -(query.unsqueeze(-2) - keys.unsqueeze(-3)).abs().sum(-1) / self.scale
+'''
+
+
+def attnx(*args: str, cwd: Path, plugin_path: Path | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ATTNX_PLUGIN_PATH": str(plugin_path or "")}
+    return subprocess.run(
+        [ATTNX, "plugins", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_plugin_on_path_is_listed_and_passes_check(tmp_path: Path) -> None:
+    folder = tmp_path / "mine"
+    folder.mkdir()
+    (folder / "laplace.py").write_text(LAPLACE.format(name="laplace"))
+    listing = attnx(cwd=tmp_path, plugin_path=folder)
+    assert listing.returncode == 0, listing.stderr
+    line = next(line for line in listing.stdout.splitlines() if line.split()[:2] == ["|", "laplace"])
+    assert str(folder / "laplace.py") in line and "scale=1.0" in line
+    assert "| gaussian " in listing.stdout  # shipped with attnx: found from any folder
+    checked = attnx("check", cwd=tmp_path, plugin_path=folder)
+    assert checked.returncode == 0, checked.stdout
+    assert (
+        "PASS  score laplace" in checked.stdout
+        and "PASS  attention multi_head score=laplace" in checked.stdout
+    )
+
+
+def test_failing_checks_exit_1(tmp_path: Path) -> None:
+    (tmp_path / "unused_param.py").write_text(
+        "import torch\nfrom attnx import Score, register_score\n\n\n@register_score('unused_param')\n"
+        "class UnusedParam(Score):\n"
+        "    def __init__(self, query_dim: int, key_dim: int) -> None:\n"
+        "        super().__init__(query_dim, key_dim)\n"
+        "        self.w = torch.nn.Parameter(torch.ones(1))\n\n"
+        "    def forward(self, query, keys):\n"
+        "        return query.sum(-1, keepdim=True) + keys.sum(-1).unsqueeze(-2)\n"
+    )
+    checked = attnx("check", cwd=REPO, plugin_path=tmp_path)
+    assert checked.returncode == 1
+    assert (
+        "FAIL  score unused_param: gradients: score UnusedParam: parameter 'score.w' receives no gradient"
+        in checked.stdout
+    )
+    assert "PASS  attention local_window score=gaussian" in checked.stdout  # shipped with attnx
+
+
+def test_plugin_import_error_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "broken.py").write_text("raise RuntimeError('half-written plugin')\n")
+    result = attnx(cwd=tmp_path, plugin_path=tmp_path)
+    assert result.returncode == 2
+    expected = f"plugin {tmp_path / 'broken.py'} failed to import: RuntimeError: half-written plugin"
+    assert result.stderr.strip().splitlines() == [f"attnx plugins: error: {expected}"]
+
+
+@pytest.fixture
+def installed_plugin(tmp_path: Path) -> Iterator[str]:
+    """A tiny distribution with an `attnx.plugins` entry point, installed into this venv."""
+    dist = "attnxdemoplugin"
+    (tmp_path / "pyproject.toml").write_text(
+        f'[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
+        f'[project]\nname = "{dist}"\nversion = "0.1"\n\n'
+        f'[project.entry-points."attnx.plugins"]\nlaplace = "{dist}"\n\n'
+        f'[tool.setuptools]\npy-modules = ["{dist}"]\n'
+    )
+    (tmp_path / f"{dist}.py").write_text(LAPLACE.format(name="laplace_ep"))
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
+    subprocess.run([*pip, "install", "--no-deps", "--no-build-isolation", str(tmp_path)], check=True)
+    try:
+        yield dist
+    finally:
+        subprocess.run([*pip, "uninstall", "-y", dist], check=True)
+
+
+def test_entry_point_plugin_is_listed_with_its_distribution(installed_plugin: str, tmp_path: Path) -> None:
+    listing = attnx(cwd=tmp_path)
+    assert listing.returncode == 0, listing.stderr
+    line = next(line for line in listing.stdout.splitlines() if line.split()[:2] == ["|", "laplace_ep"])
+    assert f"dist {installed_plugin}" in line and "scale=1.0" in line
+    checked = attnx("check", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout
+    assert (
+        "PASS  score laplace_ep" in checked.stdout
+        and "PASS  attention dot score=laplace_ep" in checked.stdout
+    )
+
+
+def test_plugins_command_does_not_import_lightning() -> None:
+    code = "import sys, attnx.plugins as p; p.main([]); print([m for m in sys.modules if 'lightning' in m])"
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-1] == "[]" and "multi_head" in result.stdout
+
+
+def test_a_shipped_plugin_copied_under_its_own_name_is_refused_naming_the_copy(tmp_path: Path) -> None:
+    """Shipped plugins come from attnx's entry points, before any folder: a copy that keeps the
+    registered name is the plugin that fails, with both places named, not a silent second `gaussian`."""
+    copy = tmp_path / "gaussian.py"
+    copy.write_text((REPO / "attnx" / "contrib" / "gaussian.py").read_text())
+    result = attnx(cwd=tmp_path, plugin_path=tmp_path)
+    assert result.returncode == 2
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith(f"attnx plugins: error: plugin {copy} failed to import: RegistryError: ")
+    assert "score 'gaussian' is registered twice: at " in line
+    assert str(REPO / "attnx" / "contrib" / "gaussian.py") in line and f"and at {copy}:" in line
+
+
+SLOW = "import time\n\ntime.sleep(600)  # an import that never returns\n"
+
+
+# each command as a user types it; the plugin's import happens before any of them checks its arguments
+HANGING = [
+    ["plugins"],
+    ["train", "task=reverse"],
+    ["bench"],
+    ["predict", "ckpt=model.ckpt", "input=abc"],
+    ["compare", "attention=linear"],
+]
+
+
+@pytest.mark.parametrize("command", HANGING, ids=lambda c: c[0])
+def test_a_hanging_plugin_import_is_named_and_ctrl_c_stops_it_in_one_line(
+    command: list[str], tmp_path: Path
+) -> None:
+    plugin = tmp_path / "mine" / "slow.py"
+    plugin.parent.mkdir()
+    plugin.write_text(SLOW)
+    code = (
+        "import sys, attnx.registry as r; r.SLOW_IMPORT_S = 0.2; import attnx.cli; sys.exit(attnx.cli.main())"
+    )
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "ATTNX_PLUGIN_PATH": str(plugin.parent)}
+    slow = f"attnx: importing plugin {plugin} has taken 0.2 s so far (Ctrl-C stops)"
+    err = tmp_path / "stderr.txt"
+    with err.open("w") as sink:
+        process = subprocess.Popen([sys.executable, "-c", code, *command], cwd=tmp_path, env=env, stderr=sink)
+        try:
+            for _ in range(1200):  # a guard against a test that hangs, not a speed limit
+                if slow in err.read_text() or process.poll() is not None:
+                    break
+                time.sleep(0.1)
+            assert err.read_text().splitlines() == [slow]
+            process.send_signal(signal.SIGINT)
+            assert process.wait(timeout=60) == 130
+        finally:
+            process.kill()
+    interrupted = f"attnx {command[0]}: interrupted while importing plugin {plugin}"
+    assert err.read_text().splitlines() == [slow, interrupted]  # no traceback

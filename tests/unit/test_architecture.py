@@ -1,0 +1,99 @@
+"""The package's plan, checked: its layers import one way (foundation <- nn, tasks <- models, testing,
+contrib <- config, lit, track <- commands), and no module imports itself back, within a layer either.
+
+Checked statically on every `import attnx...` in a module's source (function-level imports included):
+each names its own layer or a lower one, and the graph of module imports has no cycle. At run time,
+importing every module of the two bottom layers in a fresh interpreter loads nothing from a higher one.
+"""
+
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+from helpers.architecture import LAYERS, layer_of, modules
+
+SIBLINGS = ("attnx.nn", "attnx.tasks")  # the bottom layer's two halves stay independent
+
+
+
+
+
+
+def attnx_imports(path: Path) -> set[str]:
+    """The attnx modules `path` imports: `from attnx.a import b` imports `attnx.a.b` when that is a module."""
+    known = modules()
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            submodules = {f"{node.module}.{alias.name}" for alias in node.names} & set(known)
+            names |= submodules or {node.module}
+    return {n for n in names if n == "attnx" or n.startswith("attnx.")}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every strongly connected group of more than one module (or a module importing itself), by Tarjan."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in sorted(graph.get(node, ())):
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            group = []
+            while True:
+                member = stack.pop()
+                group.append(member)
+                if member == node:
+                    break
+            if len(group) > 1 or node in graph.get(node, ()):
+                found.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module: attnx_imports(path) - {"attnx"} for module, path in modules().items()}
+
+
+def test_the_module_imports_have_no_cycle() -> None:
+    assert cycles(import_graph()) == []
+
+
+def test_the_cycle_finder_finds_a_cycle_within_a_layer() -> None:
+    graph = {"a.x": {"a.y"}, "a.y": {"a.z"}, "a.z": {"a.x"}, "a.w": {"a.x"}, "b": {"b"}}
+    assert cycles(graph) == [["a.x", "a.y", "a.z"], ["b"]]
+
+
+def test_every_top_level_package_and_module_has_a_layer() -> None:
+    # an unlisted top-level module would fall to the package's own layer 0 and pass for foundation
+    unlisted = [m for m in modules() if layer_of(m)[1] == "attnx" and m != "attnx"]
+    assert not unlisted, f"add these to LAYERS (and to ARCHITECTURE.md's layers table): {unlisted}"
+    top = {".".join(m.split(".")[:2]) for m in modules()}
+    differ = sorted(set(LAYERS) ^ top)
+    assert not differ, f"LAYERS has an entry per top-level package or module, and no other: {differ}"
+
+
+@pytest.mark.parametrize(("module", "path"), modules().items(), ids=modules().keys())
+def test_no_module_imports_from_a_higher_layer(module: str, path: Path) -> None:
+    level, home = layer_of(module)
+    for imported in attnx_imports(path):
+        other, where = layer_of(imported)
+        assert other <= level, f"{module} (layer {level}) imports {imported} (layer {other})"
+        if home in SIBLINGS and where in SIBLINGS:
+            assert where == home, f"{module} imports {imported}: nn and tasks must not depend on each other"

@@ -1,0 +1,17 @@
+"""The configs and the shipped plugins are part of the package: a non-editable install works from any
+folder, finds a user's own configs in `./conf` and ATTNX_CONFIG_PATH, and has every plugin the README
+uses (attnx/contrib, registered by attnx's own entry points)."""
+
+
+from __future__ import annotations
+
+import tomllib
+from helpers.paths import REPO as ROOT
+
+
+def test_every_config_folder_ships_with_the_package() -> None:
+    """setuptools ships only listed packages; each folder of conf/ must be one (pyproject.toml)."""
+    packages = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    folders = {p.parent for p in (ROOT / "conf").rglob("*.yaml")}
+    expected = {".".join(["attnx", *f.relative_to(ROOT).parts]) for f in folders}
+    assert expected <= packages, f"add to pyproject.toml's packages: {sorted(expected - packages)}"
