@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
+from attnx.compare.plan import Arm
 from attnx.config.compose import (
     ConfigError,
     check_choice,
@@ -24,9 +25,6 @@ from attnx.config.compose import (
     group_options,
 )
 from attnx.report.runs import lower_is_better
-
-if TYPE_CHECKING:
-    from attnx.compare.cli import Arm
 
 
 def check_keys(cfg: DictConfig) -> None:

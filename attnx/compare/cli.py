@@ -22,21 +22,21 @@ the report. The same command launched again continues the same compare.
 
 from __future__ import annotations
 
-import logging
 import re
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
 from attnx.compare.checks import check_arms, check_keys, check_runs
+from attnx.compare.matching import Matched, with_matched_widths
+from attnx.compare.phases import inference_ms, launch
+from attnx.compare.plan import Arm, final_jobs, search_jobs, with_best_rates
 from attnx.config.compose import ConfigError, one_line, search_path_override
-from attnx.compare.matching import Matched, match_widths
-from attnx.report.runs import lower_is_better
+from attnx.report.document import slug
 
-log = logging.getLogger("attnx")
 CANDIDATE_KEYS = ("attention", "score")  # with their fields: what names the candidate
 OWN = {  # run keys compare sets itself, and how to say what you meant instead
     "seed": "seeds come from the suite: seeds=[0,1,2]",
@@ -57,43 +57,6 @@ COMPARE_KEYS = (
     "bench",
     "out",
 )
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One mechanism of the comparison: its label in the report and the overrides that choose it."""
-
-    label: str
-    overrides: tuple[str, ...]
-    candidate: bool = False
-
-
-@dataclass(frozen=True)
-class Job:
-    """One run: a task, an arm, a seed, and what the protocol chose for it."""
-
-    task: str
-    arm: Arm
-    seed: int
-    lr: float | None = None
-    widths: tuple[tuple[str, int], ...] = ()
-    drawn: bool = False  # the seed whose attention maps the report shows (the suite's first)
-
-    def overrides(self, task_overrides: list[str], search: bool = False) -> list[str]:
-        chosen = [*task_overrides, *self.arm.overrides, f"seed={self.seed}", "paired_embeddings=true"]
-        chosen += [f"{key}={value}" for key, value in self.widths]
-        if self.lr is not None:
-            chosen.append(f"optim.lr={self.lr}")
-        if search:  # validation is what chooses the rate: no test, no maps
-            return [*chosen, "test=false", "callbacks.attention_heatmaps=null"]
-        return [*chosen, *heatmap_overrides(self.drawn)]
-
-
-def heatmap_overrides(drawn: bool) -> list[str]:
-    """The report shows the first seed's map of the first validation example, averaged over heads."""
-    if not drawn:
-        return ["callbacks.attention_heatmaps=null"]
-    return ["callbacks.attention_heatmaps.num_examples=1", "callbacks.attention_heatmaps.heads=mean"]
 
 
 @dataclass
@@ -128,12 +91,7 @@ def main(argv: list[str]) -> int:
         f"attnx compare: {candidate.label} on suite {suite} ({', '.join(cfg.tasks)}), into {out}", flush=True
     )
     failed = 0
-    jobs = [
-        Job(task, arm, seed, drawn=seed == cfg.seeds[0])
-        for task, task_arms in hosted.items()
-        for arm in task_arms
-        for seed in cfg.seeds
-    ]
+    jobs = final_jobs(cfg, hosted)
     search = search_jobs(cfg, hosted) if cfg.protocol.lr_search else []
     if search:
         failed += launch(out / "lr_search", cfg, search, runs, search=True)
@@ -142,7 +100,7 @@ def main(argv: list[str]) -> int:
     if cfg.protocol.match_params:
         jobs, matched = with_matched_widths(jobs, cfg, request.runs)
     failed += launch(out / "runs", cfg, jobs, runs)
-    bench_ms = bench(out / "bench", cfg, arms)
+    bench_ms = inference_ms(out / "bench", cfg, arms)
     from attnx.compare.report import CompareStudy, write_report
 
     study = CompareStudy(
@@ -229,131 +187,3 @@ def candidate_arm(cfg: DictConfig, overrides: list[str]) -> Arm:
 
 def launcher_override(cfg: DictConfig, runs: list[str]) -> list[str]:
     return [] if any(o.startswith("hydra/launcher=") for o in runs) else [f"hydra/launcher={cfg.launcher}"]
-
-
-def search_jobs(cfg: DictConfig, hosted: dict[str, list[Arm]]) -> list[Job]:
-    return [
-        Job(task, arm, cfg.seeds[0], lr=float(lr))
-        for task, arms in hosted.items()
-        for arm in arms
-        for lr in cfg.protocol.lr_grid
-    ]
-
-
-def launch(folder: Path, cfg: DictConfig, jobs: list[Job], runs: list[str], search: bool = False) -> int:
-    """One multirun of exactly `jobs` (job i in `folder/i`), unless all of them already completed;
-    how many did not complete."""
-    from attnx.train import run as train
-    from attnx.track.results import completed
-
-    planned = [job.overrides(list(cfg.tasks[job.task].overrides), search) for job in jobs]
-    done = [completed(folder / str(i)) for i in range(len(planned))]
-    if all(record and same(record["overrides"], [*runs, *job]) for record, job in zip(done, planned)):
-        log.info("%s: all %d runs completed, nothing to launch", folder, len(planned))
-        print(f"attnx compare: {folder}: all {len(planned)} runs completed", flush=True)
-        return 0
-    folder.mkdir(parents=True, exist_ok=True)
-    plan = folder / "plan.yaml"
-    OmegaConf.save(OmegaConf.create(planned), plan)
-    argv = ["-m", "hydra/sweeper=plan", f"hydra.sweeper.plan={plan}", f"hydra.sweep.dir={folder}", *runs]
-    train.main(argv)
-    return sum(completed(folder / str(i)) is None for i in range(len(planned)))
-
-
-def same(recorded: list[str], planned: list[str]) -> bool:
-    """Whether a completed run's overrides are the planned ones, as Hydra's grammar reads them (a job
-    records no `hydra...` override, and `resume` changes no result)."""
-    return _normal(recorded) == _normal(planned)
-
-
-def _normal(overrides: list[str]) -> list[str]:
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    parsed = OverridesParser.create().parse_overrides(overrides)
-    return sorted(
-        f"{o.key_or_group}={o.get_value_element_as_str()}"
-        for o in parsed
-        if o.key_or_group != "resume" and not re.match(r"hydra($|[./])", o.key_or_group)
-    )
-
-
-def with_best_rates(jobs: list[Job], search: list[Job], folder: Path, cfg: DictConfig) -> list[Job]:
-    """Each job at its (task, arm)'s best rate in `search` (job i in `folder/i`), by the validation twin
-    of the task's metric; an arm none of whose searches completed keeps the configured rate."""
-    from attnx.track.results import completed
-
-    scores: dict[tuple[str, str], list[tuple[float, float]]] = {}
-    for i, job in enumerate(search):
-        record = completed(folder / str(i))
-        metric = validation_metric(cfg, job.task)
-        if record and metric in record["metrics"] and job.lr is not None:
-            scores.setdefault((job.task, job.arm.label), []).append((record["metrics"][metric], job.lr))
-    best = {}
-    for (task, label), found in scores.items():
-        pick = min if lower_is_better(cfg.tasks[task].metric) else max
-        best[(task, label)] = pick(found)[1]
-    return [replace(job, lr=best.get((job.task, job.arm.label))) for job in jobs]
-
-
-def validation_metric(cfg: DictConfig, task: str) -> str:
-    """The task's compared metric on validation: what chooses a learning rate."""
-    return cfg.tasks[task].metric.replace("test/", "val/", 1)
-
-
-def with_matched_widths(
-    jobs: list[Job], cfg: DictConfig, runs: list[str]
-) -> tuple[list[Job], dict[tuple[str, str], Matched]]:
-    """Each job with its arm's matched widths for its task, and what matching found per (task, arm)."""
-    matched: dict[tuple[str, str], Matched] = {}
-    for task, spec in cfg.tasks.items():
-        arms = list(dict.fromkeys(job.arm for job in jobs if job.task == task))
-        baseline = next((arm for arm in arms if arm.label == cfg.baseline), arms[0])
-        found = match_widths(
-            list(spec.overrides), list(spec.width), arms, baseline, cfg.protocol.param_tolerance, runs
-        )
-        matched.update({(task, label): m for label, m in found.items()})
-    return [replace(job, widths=matched[(job.task, job.arm.label)].widths) for job in jobs], matched
-
-
-def bench(folder: Path, cfg: DictConfig, arms: list[Arm]) -> dict[str, float]:
-    """Arm label -> forward ms as self-attention at `bench.n` tokens, measured once (bench.csv is kept)."""
-    from attnx.bench.cli import main as bench_main
-    from attnx.report.cli import read_bench
-
-    measured: dict[str, float] = {}
-    for arm in arms:
-        name, score = _mechanism_of(arm)
-        out = folder / slug(arm.label)
-        if not (out / "bench.csv").exists():
-            argv = [
-                "--attention",
-                name,
-                "--encoder",
-                "",
-                "--lengths",
-                str(cfg.bench.n),
-                "--dim",
-                str(cfg.bench.dim),
-            ]
-            argv += ["--heads", str(cfg.bench.heads), "--out", str(out)] + (
-                ["--score", score] if score else []
-            )
-            if bench_main(argv) != 0:
-                log.warning("attnx bench failed for %s; its inference time is left out", arm.label)
-                continue
-        try:
-            _, times = read_bench(out / "bench.csv", cfg.bench.n)
-        except ValueError as error:
-            log.warning("%s", error)
-            continue
-        measured[arm.label] = times[name]
-    return measured
-
-
-def _mechanism_of(arm: Arm) -> tuple[str, str | None]:
-    chosen = dict(o.split("=", 1) for o in arm.overrides if "." not in o.split("=", 1)[0])
-    return registry.registry("attention").canonical(chosen["attention"]), chosen.get("score")
-
-
-def slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).strip("_")

@@ -6,20 +6,16 @@ by being bigger. Counts are of the model `attnx train` would build (`AttnxModule
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, replace
+from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
+from attnx.compare.plan import Arm, Job
 from attnx.config.compose import compose
 
 MAX_SCALE = 8  # widths are searched between 1 and MAX_SCALE times their configured value
-
-
-class ArmLike(Protocol):
-    label: str
-    overrides: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -36,11 +32,26 @@ class Matched:
         return self.params / self.target
 
 
+def with_matched_widths(
+    jobs: list[Job], cfg: DictConfig, runs: list[str]
+) -> tuple[list[Job], dict[tuple[str, str], Matched]]:
+    """Each job with its arm's matched widths for its task, and what matching found per (task, arm)."""
+    matched: dict[tuple[str, str], Matched] = {}
+    for task, spec in cfg.tasks.items():
+        arms = list(dict.fromkeys(job.arm for job in jobs if job.task == task))
+        baseline = next((arm for arm in arms if arm.label == cfg.baseline), arms[0])
+        found = match_widths(
+            list(spec.overrides), list(spec.width), arms, baseline, cfg.protocol.param_tolerance, runs
+        )
+        matched.update({(task, label): m for label, m in found.items()})
+    return [replace(job, widths=matched[(job.task, job.arm.label)].widths) for job in jobs], matched
+
+
 def match_widths(
     task_overrides: list[str],
     keys: Sequence[str],
-    arms: Sequence[ArmLike],
-    baseline: ArmLike,
+    arms: Sequence[Arm],
+    baseline: Arm,
     tolerance: float,
     runs: Sequence[str] = (),
 ) -> dict[str, Matched]:

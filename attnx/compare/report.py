@@ -15,14 +15,14 @@ from typing import Any
 
 from omegaconf import DictConfig
 
+from attnx.compare.matching import Matched
+from attnx.compare.plan import Arm, Job, validation_metric
 from attnx.report import cli as report
 from attnx.report import stats
-from attnx.compare.cli import Arm, Job, validation_metric
 from attnx.report.document import Image, Section, Table
 from attnx.report.figures import line_plot
-from attnx.compare.matching import Matched
-from attnx.report.sections import Study, sections
 from attnx.report.runs import Row, read_run, text
+from attnx.report.sections import Study, sections
 from attnx.report.significance import Cells, mean_rank, ranks, win_matrix
 
 METRIC, VAL_METRIC = "test/metric", "val/metric"

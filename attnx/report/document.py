@@ -36,6 +36,13 @@ class Section:
     parts: list[str | Table | Image] = field(default_factory=list)  # a str is a paragraph (Markdown inline)
 
 
+def slug(name: str) -> str:
+    """`name` as a file or folder name: runs of anything but letters, digits and `_.+-` become one `_`.
+    One rule for the report's figures (`pareto_task_reverse.png`) and compare's folders, where `+`
+    names a score inside its host (`dot+my_score`)."""
+    return re.sub(r"[^A-Za-z0-9_.+-]+", "_", name).strip("_")
+
+
 def markdown(title: str, sections: Sequence[Section], folder: Path) -> str:
     """The report as Markdown; figures linked relative to `folder`, where the file is written."""
     lines = [f"# {title}", ""]

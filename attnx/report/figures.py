@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import re
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
+from attnx.report.document import slug
 from attnx.report.runs import Row, lower_is_better, sort_key, text, value
 from attnx.report.significance import Cells
 
@@ -209,7 +209,3 @@ def _panels(count: int, labels: list[str]) -> tuple[Figure, Any]:
     legend_inches = 0.06 * max(map(len, labels)) + 0.6 if len(labels) > 1 else 0.0
     figure = Figure(figsize=(4.5 * count + 1.0 + legend_inches, 4.0), layout="constrained")
     return figure, figure.subplots(1, count, sharey=True, squeeze=False)[0]
-
-
-def slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("_")

@@ -1,0 +1,93 @@
+"""How a compare's phases run. The learning-rate search and the final runs are each one Hydra multirun of
+exactly their jobs (`launch`); the bench phase measures every arm's mechanism as self-attention through
+`attnx.bench.points` and takes the timings back as values (`inference_ms`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from attnx import registry
+from attnx.compare.plan import Arm, Job
+from attnx.report.document import slug
+
+log = logging.getLogger("attnx")
+
+
+def launch(folder: Path, cfg: DictConfig, jobs: list[Job], runs: list[str], search: bool = False) -> int:
+    """One multirun of exactly `jobs` (job i in `folder/i`), unless all of them already completed;
+    how many did not complete."""
+    from attnx.track.results import completed
+
+    planned = [job.overrides(list(cfg.tasks[job.task].overrides), search) for job in jobs]
+    done = [completed(folder / str(i)) for i in range(len(planned))]
+    if all(record and same(record["overrides"], [*runs, *job]) for record, job in zip(done, planned)):
+        log.info("%s: all %d runs completed, nothing to launch", folder, len(planned))
+        print(f"attnx compare: {folder}: all {len(planned)} runs completed", flush=True)
+        return 0
+    folder.mkdir(parents=True, exist_ok=True)
+    plan = folder / "plan.yaml"
+    OmegaConf.save(OmegaConf.create(planned), plan)
+    multirun(["hydra/sweeper=plan", f"hydra.sweeper.plan={plan}", f"hydra.sweep.dir={folder}", *runs])
+    return sum(completed(folder / str(i)) is None for i in range(len(planned)))
+
+
+def multirun(overrides: list[str]) -> int:
+    """`attnx train -m` over `overrides`: a Hydra multirun is its overrides (here, the plan sweeper
+    reading the jobs from a file), so they are all compare hands to training; its exit code."""
+    from attnx.train.cli import main
+
+    return main(["-m", *overrides])
+
+
+def same(recorded: list[str], planned: list[str]) -> bool:
+    """Whether a completed run's overrides are the planned ones, as Hydra's grammar reads them (a job
+    records no `hydra...` override, and `resume` changes no result)."""
+    return _normal(recorded) == _normal(planned)
+
+
+def _normal(overrides: list[str]) -> list[str]:
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    parsed = OverridesParser.create().parse_overrides(overrides)
+    return sorted(
+        f"{o.key_or_group}={o.get_value_element_as_str()}"
+        for o in parsed
+        if o.key_or_group != "resume" and not re.match(r"hydra($|[./])", o.key_or_group)
+    )
+
+
+def inference_ms(folder: Path, cfg: DictConfig, arms: list[Arm]) -> dict[str, float]:
+    """Arm label -> forward ms as self-attention at `bench.n` tokens, measured with `attnx bench`'s
+    defaults; each arm's points are kept in `folder/<arm>/bench.csv` for the record, never read back."""
+    import torch
+
+    from attnx.bench.cli import write_csv
+    from attnx.bench.points import Timing, attention_settings, default_device, measure_all
+
+    measured: dict[str, float] = {}
+    for arm in arms:
+        name, score = _mechanism_of(arm)
+        try:
+            settings = attention_settings(
+                [name], [score] if score else None, [cfg.bench.dim], [cfg.bench.heads], causal=False
+            )
+            points = measure_all(settings, [cfg.bench.n], Timing(), torch.device(default_device()))
+        except (ValueError, registry.PluginImportError) as error:
+            log.warning("attnx bench failed for %s (%s); its inference time is left out", arm.label, error)
+            continue
+        found = [p for series in points.values() for p in series]
+        out = folder / slug(arm.label)
+        out.mkdir(parents=True, exist_ok=True)
+        write_csv(out / "bench.csv", found)
+        measured[arm.label] = found[0].fwd_ms
+    return measured
+
+
+def _mechanism_of(arm: Arm) -> tuple[str, str | None]:
+    chosen = dict(o.split("=", 1) for o in arm.overrides if "." not in o.split("=", 1)[0])
+    return registry.registry("attention").canonical(chosen["attention"]), chosen.get("score")

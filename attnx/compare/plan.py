@@ -1,0 +1,94 @@
+"""What a compare runs: its arms (the mechanisms compared) and its jobs (a task, an arm, a seed, and what
+the protocol chose for them: a learning rate from the search's records; widths: `attnx.compare.matching`),
+as plain data. The command (`attnx.compare.cli`), its checks and its report all read these; none of them
+is imported back here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from attnx.report.runs import lower_is_better
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One mechanism of the comparison: its label in the report and the overrides that choose it."""
+
+    label: str
+    overrides: tuple[str, ...]
+    candidate: bool = False
+
+
+@dataclass(frozen=True)
+class Job:
+    """One run: a task, an arm, a seed, and what the protocol chose for it."""
+
+    task: str
+    arm: Arm
+    seed: int
+    lr: float | None = None
+    widths: tuple[tuple[str, int], ...] = ()
+    drawn: bool = False  # the seed whose attention maps the report shows (the suite's first)
+
+    def overrides(self, task_overrides: list[str], search: bool = False) -> list[str]:
+        chosen = [*task_overrides, *self.arm.overrides, f"seed={self.seed}", "paired_embeddings=true"]
+        chosen += [f"{key}={value}" for key, value in self.widths]
+        if self.lr is not None:
+            chosen.append(f"optim.lr={self.lr}")
+        if search:  # validation is what chooses the rate: no test, no maps
+            return [*chosen, "test=false", "callbacks.attention_heatmaps=null"]
+        return [*chosen, *heatmap_overrides(self.drawn)]
+
+
+def heatmap_overrides(drawn: bool) -> list[str]:
+    """The report shows the first seed's map of the first validation example, averaged over heads."""
+    if not drawn:
+        return ["callbacks.attention_heatmaps=null"]
+    return ["callbacks.attention_heatmaps.num_examples=1", "callbacks.attention_heatmaps.heads=mean"]
+
+
+def final_jobs(cfg: DictConfig, hosted: dict[str, list[Arm]]) -> list[Job]:
+    """Every hosted arm of every task over the seeds: the runs the report ranks."""
+    return [
+        Job(task, arm, seed, drawn=seed == cfg.seeds[0])
+        for task, task_arms in hosted.items()
+        for arm in task_arms
+        for seed in cfg.seeds
+    ]
+
+
+def search_jobs(cfg: DictConfig, hosted: dict[str, list[Arm]]) -> list[Job]:
+    """Every hosted arm of every task at each rate of `protocol.lr_grid`, on the first seed."""
+    return [
+        Job(task, arm, cfg.seeds[0], lr=float(lr))
+        for task, arms in hosted.items()
+        for arm in arms
+        for lr in cfg.protocol.lr_grid
+    ]
+
+
+def validation_metric(cfg: DictConfig, task: str) -> str:
+    """The task's compared metric on validation: what chooses a learning rate."""
+    return cfg.tasks[task].metric.replace("test/", "val/", 1)
+
+
+def with_best_rates(jobs: list[Job], search: list[Job], folder: Path, cfg: DictConfig) -> list[Job]:
+    """Each job at its (task, arm)'s best rate in `search` (job i in `folder/i`), by the validation twin
+    of the task's metric; an arm none of whose searches completed keeps the configured rate."""
+    from attnx.track.results import completed
+
+    scores: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    for i, job in enumerate(search):
+        record = completed(folder / str(i))
+        metric = validation_metric(cfg, job.task)
+        if record and metric in record["metrics"] and job.lr is not None:
+            scores.setdefault((job.task, job.arm.label), []).append((record["metrics"][metric], job.lr))
+    best = {}
+    for (task, label), found in scores.items():
+        pick = min if lower_is_better(cfg.tasks[task].metric) else max
+        best[(task, label)] = pick(found)[1]
+    return [replace(job, lr=best.get((job.task, job.arm.label))) for job in jobs]
