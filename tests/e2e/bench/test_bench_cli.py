@@ -1,5 +1,5 @@
-"""`attnx bench` on a tiny grid, and the measuring tools under it (never wall-clock assertions)."""
-
+"""`attnx bench` on a tiny grid: its table, CSV and plots, its refusals, its causal and lm rows, and no
+Lightning imported (never wall-clock assertions)."""
 
 import csv
 import subprocess
@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from attnx.bench.cli import budget, main
+from attnx.bench.cli import main
+from attnx.bench.points import budget
 
 
 def test_bench_tiny_grid_writes_table_csv_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

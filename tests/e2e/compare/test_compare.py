@@ -14,10 +14,9 @@ from pathlib import Path
 
 import pytest
 from helpers.browser import broken_images
-
-from attnx.cli import main as cli
 from helpers.paths import REPO
 
+from attnx.cli import main as cli
 
 TINY_SUITE = """# @package _global_
 seeds: [0, 1]
@@ -181,7 +180,8 @@ def test_a_compare_killed_with_sigkill_resumes_without_retraining_finished_runs(
 def test_every_shipped_suite_composes_and_every_task_hosts_its_mechanisms(name: str) -> None:
     from attnx import registry
     from attnx.compare.checks import check_arms, check_keys
-    from attnx.compare.cli import Arm, compose_compare
+    from attnx.compare.cli import compose_compare
+    from attnx.compare.plan import Arm
 
     registry.load_all()
     cfg = compose_compare([f"suite={name}"])

@@ -247,7 +247,7 @@ def test_an_out_that_is_a_file_is_one_line_and_exit_2(
 
 
 def test_the_compare_report_lists_lost_and_invalid_runs_and_never_ranks_them(tmp_path: Path) -> None:
-    from attnx.compare.cli import Arm, Job
+    from attnx.compare.plan import Arm, Job
     from attnx.compare.report import CompareStudy, write_report
 
     arms = {label: Arm(label, (f"attention={label}",)) for label in ("additive", "dot", "local_window")}

@@ -1,21 +1,14 @@
-"""`attnx bench` on a tiny grid, and the measuring tools under it (never wall-clock assertions)."""
-
-
-
-
-
-
-
-
-
+"""What `attnx bench` selects and measures, and the measuring tools under it (never wall-clock assertions);
+the command run on a tiny grid: tests/e2e/bench/test_bench_cli.py."""
 
 import pytest
 import torch
 import torch.nn.functional as F
 
 from attnx import registry
-from attnx.bench.cli import Point, budget, budget_table, cases, growth_exponent, parser
+from attnx.bench.cli import budget_table, parser, settings
 from attnx.bench.measure import count_flops, interleaved, peak_memory, ratios
+from attnx.bench.points import Point, budget, growth_exponent
 
 CPU = torch.device("cpu")
 
@@ -23,9 +16,9 @@ CPU = torch.device("cpu")
 def test_bench_causal_over_all_says_once_which_it_leaves_out(
     capsys: pytest.CaptureFixture,
 ) -> None:
-    selected = cases(parser().parse_args(["--causal", "--encoder", ""]))
+    selected = settings(parser().parse_args(["--causal", "--encoder", ""]))
     acausal = [n for n in registry.available("attention") if not registry.get("attention", n).causal]
-    assert acausal and {case.name for case in selected} == set(registry.available("attention")) - set(acausal)
+    assert acausal and {s.name for s in selected} == set(registry.available("attention")) - set(acausal)
     assert capsys.readouterr().err.splitlines() == [
         f"attnx bench: --causal leaves out {', '.join(acausal)}: no causal mask"
     ]
