@@ -13,7 +13,9 @@ mechanisms, on a suite of tasks, over seeds, in one command.
    any launcher (`launcher: joblib`, or `hydra/launcher=slurm` on the command line), with
    `resume=auto`: a phase whose runs all completed is not launched again, and an interrupted one
    continues where it stopped (finished runs are skipped, the others resume from their checkpoints).
-4. `attnx bench` times every arm's mechanism as self-attention at `bench.n` tokens.
+4. `attnx bench`'s measuring (`attnx.bench.points`) times every arm's mechanism as self-attention at
+   `bench.n` tokens, on every launch; the times come back as values (`bench/<arm>/bench.csv` is their
+   record, never read back).
 5. One report (`attnx.report.cli`): report.html, report.md, report.csv in the compare folder.
 
 Everything lands in `out` (default `compare/<suite>/<candidate>`): `lr_search/`, `runs/`, `bench/`, and
