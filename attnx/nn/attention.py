@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -97,8 +98,11 @@ class Attention(nn.Module):
     ) -> Score:
         """`score(query_dim, key_dim)`, or this mechanism's `default_score` when `score` is None;
         `num_heads` reaches a score whose constructor takes it."""
-        factory = score if score is not None else registry("score").get(self.default_score)
-        return build_score(factory, query_dim, key_dim, num_heads)
+        if score is None:
+            if self.default_score is None:
+                raise TypeError(f"{type(self).__name__} takes no score (default_score = None)")
+            score = registry("score").get(self.default_score)
+        return build_score(score, query_dim, key_dim, num_heads)
 
     def memory(
         self, states: torch.Tensor, summary: torch.Tensor, mask: torch.Tensor
@@ -131,7 +135,8 @@ class Attention(nn.Module):
         if positions is not None and positions.causal and not self.causal:
             raise ValueError(f"{type(self).__name__} is not causal; it cannot serve a causal site")
         if self.takes_positions or self.causal:  # causal needs the positions to know what is future
-            return self.attend(query, prepared, need_weights, positions=positions)
+            attend: Callable[..., tuple[torch.Tensor, torch.Tensor | None]] = self.attend  # with positions=
+            return attend(query, prepared, need_weights, positions=positions)
         return self.attend(query, prepared, need_weights)
 
     def forward(
@@ -294,7 +299,7 @@ class HeadsAttention(Attention):
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         """[B, T, H·d] -> [B, H, T, d]"""
-        return x.unflatten(-1, (self.num_heads, self.head_dim)).transpose(1, 2)
+        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
 
     def _merge(self, heads: torch.Tensor) -> torch.Tensor:
         """[B, H, T, d] -> [B, T, H·d] W^O"""

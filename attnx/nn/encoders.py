@@ -14,7 +14,8 @@ from attnx.nn.transformer import SelfAttentionBlock
 from attnx.registry import Slot, register_encoder
 from attnx.vocab import PAD
 
-RNN_CELLS: dict[str, type[nn.RNNBase]] = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
+RNNClass = type[nn.GRU] | type[nn.LSTM] | type[nn.RNN]  # not RNNBase, whose first argument is the mode
+RNN_CELLS: dict[str, RNNClass] = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
 
 
 class EncoderOutput(NamedTuple):
@@ -41,7 +42,7 @@ def length_mask(lengths: torch.Tensor, max_len: int) -> torch.Tensor:
     return torch.arange(max_len, device=lengths.device) < lengths[:, None]
 
 
-def rnn_class(cell: str) -> type[nn.RNNBase]:
+def rnn_class(cell: str) -> RNNClass:
     if cell not in RNN_CELLS:
         raise ValueError(f"cell must be one of {', '.join(RNN_CELLS)}; got cell={cell!r}")
     return RNN_CELLS[cell]
@@ -96,7 +97,7 @@ class RNNEncoder(Encoder):
         x = self.dropout(self.embed(tokens))
         mask = length_mask(lengths, tokens.size(1))
         reverse = reversal(lengths, tokens.size(1))
-        finals = []
+        finals: list[torch.Tensor] = []
         for layer in range(self.rnn.num_layers):
             if layer > 0:
                 x = nn.functional.dropout(x, self.rnn.dropout, self.training)

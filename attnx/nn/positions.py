@@ -70,6 +70,8 @@ class AbsolutePositions(nn.Module):
     """x_p + PE[p] for p < max_len: "sinusoidal" (Vaswani et al. 2017), "learned" (Gehring et al. 2017,
     Devlin et al. 2019) or "none" (positions come from the attention's score, or nowhere; no length limit)."""
 
+    table: torch.Tensor | None  # a parameter (learned), a buffer (sinusoidal) or None
+
     def __init__(self, kind: str, max_len: int, dim: int) -> None:
         super().__init__()
         if kind not in ABSOLUTE:

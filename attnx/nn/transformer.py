@@ -100,6 +100,8 @@ class SelfAttentionBlock(nn.Module):
     decoder-only model's (GPT's block). `ff_dim` = 0 leaves out the feed-forward sublayer (attention-only
     models, as in Zoology's recall experiments)."""
 
+    ff: FeedForward | None
+
     def __init__(
         self, d_model: int, attention: Mechanism, ff_dim: int, dropout: float, causal: bool = False
     ) -> None:

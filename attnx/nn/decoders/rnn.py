@@ -45,8 +45,10 @@ class DecoderState(NamedTuple):
     memory: Any
 
     def select(self, index: torch.Tensor) -> DecoderState:
+        hidden: Hidden
         if isinstance(self.hidden, tuple):
-            hidden = tuple(h.index_select(1, index) for h in self.hidden)
+            h, c = self.hidden
+            hidden = (h.index_select(1, index), c.index_select(1, index))
         else:
             hidden = self.hidden.index_select(1, index)
         feed = None if self.feed is None else self.feed.index_select(0, index)
@@ -151,12 +153,15 @@ class RNNDecoder(Decoder):
             context = state.memory.expand(-1, y_prev.size(1), -1)
         if context is not None:
             x = torch.cat([x, context], dim=-1)
-        elif self.input_feeding:
+        elif state.feed is not None:  # input feeding
             x = torch.cat([x, state.feed], dim=-1)
         s, hidden = self.rnn(x, state.hidden)
         if self.placement == "after":
             context, weights = self.attention.attend(s, state.memory, need_weights)
-        o = s if self.combine is None else torch.tanh(self.combine(torch.cat([s, context], dim=-1)))
+        if self.combine is None or context is None:  # placement "none": o_t = s_t
+            o = s
+        else:
+            o = torch.tanh(self.combine(torch.cat([s, context], dim=-1)))
         logits = self.out(self.dropout(o))
         return logits, DecoderState(hidden, o if self.input_feeding else None, state.memory), weights
 
@@ -190,8 +195,10 @@ class RNNDecoder(Decoder):
           target goes on (input neither PAD nor EOS): a batch costs its tokens, not its padding. The
           logits of the other positions are 0; their targets are PAD, which the loss ignores.
 
-        Equal to the step loop (`step`) within float rounding (tests/test_decoders.py).
+        Equal to the step loop (`step`) within float rounding (tests/unit/nn/test_decoders.py).
         """
+        # Only "before" and input-fed "after" recur through the context: both combine [s_t; c_t].
+        assert self.combine is not None
         batch, width = tgt_in.shape
         steps = ((tgt_in != PAD) & (tgt_in != EOS)).sum(1)
         if need_weights:  # every position, as the step loop gives them
@@ -203,14 +210,18 @@ class RNNDecoder(Decoder):
         state = self.init_state(enc)
         x = self.dropout(self.embed(tgt_in.index_select(0, order)))
         embed_dim = x.size(-1)
-        w_ih, b_ih = self.rnn.weight_ih_l0, self.rnn.bias_ih_l0
+        w_ih, b_ih = self.rnn.get_parameter("weight_ih_l0"), self.rnn.get_parameter("bias_ih_l0")
         # unbind, not [:, t]: one backward node for all steps, where indexing's backward would
         # write each step's gradient into a zeroed copy of the whole [B, U, gates·H] tensor
         input_gates = F.linear(x, w_ih[:, :embed_dim], b_ih).unbind(1)
         w_extra = w_ih[:, embed_dim:]
         layers = self._layer_states(state.hidden)
-        feed, memory, rows = state.feed, state.memory, batch
-        states, contexts, outputs, weights = [], [], [], []
+        feed: Any = state.feed
+        memory, rows = state.memory, batch
+        states: list[torch.Tensor] = []
+        contexts: list[torch.Tensor] = []
+        outputs: list[torch.Tensor] = []
+        weights: list[torch.Tensor] = []
         for t, n in enumerate(active):
             if n < rows:  # rows are sorted longest first: the ones still going are a prefix
                 rows, memory = n, first_rows(state.memory, n)
@@ -231,7 +242,8 @@ class RNNDecoder(Decoder):
                 outputs.append(feed[:, 0])
             states.append(s[:, 0])
             contexts.append(context[:, 0])
-            weights.append(w)
+            if w is not None:
+                weights.append(w)
         if outputs:
             o = torch.cat(outputs)
         else:
@@ -241,31 +253,31 @@ class RNNDecoder(Decoder):
         logits = o.new_zeros(batch * width, self.vocab_size).index_copy(
             0, positions, self.out(self.dropout(o))
         )
-        if weights[0] is None:
+        if not weights:
             return logits.view(batch, width, -1), None
         return logits.view(batch, width, -1), torch.cat(weights, dim=-2).index_select(0, order.argsort())
 
     def _layer_states(self, hidden: Hidden) -> list[Any]:
         """[L, B, H] (or an LSTM's (h, c)) -> one entry per layer: h [B, H], or (h, c)."""
-        if self.is_lstm:
+        if isinstance(hidden, tuple):
             return list(zip(hidden[0].unbind(0), hidden[1].unbind(0)))
         return list(hidden.unbind(0))
 
     def _recur(self, input_gates: torch.Tensor, layers: list[Any]) -> list[Any]:
         """One step of the stacked cell from the first layer's input gates [B, gates·H]; upper layers
         take the layer below's h (dropped out between layers in training, as torch's RNNs do)."""
-        new = []
+        new: list[Any] = []
         for k, previous in enumerate(layers):
             if k > 0:
                 below = new[-1][0] if self.is_lstm else new[-1]
                 below = F.dropout(below, self.rnn.dropout, self.training)
                 input_gates = F.linear(
-                    below, getattr(self.rnn, f"weight_ih_l{k}"), getattr(self.rnn, f"bias_ih_l{k}")
+                    below, self.rnn.get_parameter(f"weight_ih_l{k}"), self.rnn.get_parameter(f"bias_ih_l{k}")
                 )
             hidden_gates = F.linear(
                 previous[0] if self.is_lstm else previous,
-                getattr(self.rnn, f"weight_hh_l{k}"),
-                getattr(self.rnn, f"bias_hh_l{k}"),
+                self.rnn.get_parameter(f"weight_hh_l{k}"),
+                self.rnn.get_parameter(f"bias_hh_l{k}"),
             )
             new.append(cell_update(self.cell, input_gates, hidden_gates, previous))
         return new

@@ -4,7 +4,7 @@ and cross-attention each host any mechanism that can serve the role.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, cast
 
 import torch
 from torch import nn
@@ -79,7 +79,8 @@ class TransformerDecoder(Decoder):
     def init_state(self, enc: EncoderOutput) -> TransformerState:
         """Each layer's cross-attention memory, prepared once per sequence; empty caches."""
         states = enc.states if self.project is None else self.project(enc.states)
-        memory = tuple(block.cross_attention.prepare(states, enc.mask) for block in self.blocks)
+        blocks = cast("list[DecoderBlock]", list(self.blocks))  # a ModuleList's items are typed Module
+        memory = tuple(block.cross_attention.prepare(states, enc.mask) for block in blocks)
         source = Positions.span(enc.mask.size(1), enc.mask.device)
         return TransformerState((), memory, 0, source)
 
