@@ -8,9 +8,7 @@ import math
 
 import torch
 
-from attnx import Score, register_score
-from attnx.nn.positions import Positions
-from attnx.nn.scores import require_equal_dims
+from attnx import Positions, Score, register_score, require_equal_dims
 
 
 def alibi_slopes(num_heads: int) -> torch.Tensor:

@@ -9,8 +9,7 @@ import math
 import torch
 from torch import nn
 
-from attnx import Score, register_score
-from attnx.nn.scores import require_equal_dims
+from attnx import Score, register_score, require_equal_dims
 
 
 @register_score("gaussian")

@@ -14,9 +14,7 @@ applied to V, which `need_weights=True` returns.
 import torch
 import torch.nn.functional as F
 
-from attnx import register_attention
-from attnx.nn.attention import HeadsAttention, visible
-from attnx.nn.positions import Positions
+from attnx import HeadsAttention, Positions, register_attention, visible
 
 # queries per chunk of the causal prefix-sum form: C×C products inside a chunk, d×d states across chunks;
 # at d = 16 per head on a CPU, 16 and 32 ran within 10 % of each other and 64 a quarter slower (benchmarks/)

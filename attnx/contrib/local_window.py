@@ -7,8 +7,7 @@ mechanism (and give it a name of its own: two plugins may not register the same 
 import torch
 from torch import nn
 
-from attnx import register_attention
-from attnx.nn.attention import ScoredAttention, ScoreFactory, masked_softmax
+from attnx import ScoredAttention, ScoreFactory, masked_softmax, register_attention
 
 
 @register_attention("local_window")

@@ -9,8 +9,7 @@ import math
 
 import torch
 
-from attnx import Score, register_score
-from attnx.nn.positions import Positions
+from attnx import Positions, Score, register_score
 
 
 def rotate(x: torch.Tensor, position: torch.Tensor, base: float) -> torch.Tensor:

@@ -11,12 +11,12 @@ scores (alibi, rope, t5_bias) included; the window is measured in positions, so 
         decoder=transformer decoder/attention=sliding_window
 """
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 
-from attnx import register_attention
-from attnx.nn.attention import MultiHeadAttention, ScoreFactory
-from attnx.nn.positions import Positions
+from attnx import MultiHeadAttention, Positions, register_attention
 
 
 def continued(position: torch.Tensor, before: int, after: int) -> torch.Tensor:
@@ -42,17 +42,9 @@ class SlidingWindowAttention(MultiHeadAttention):
     position_free = False
     memory_growth = 1
 
-    def __init__(
-        self,
-        query_dim: int,
-        key_dim: int,
-        value_dim: int,
-        score: ScoreFactory | None = None,
-        num_heads: int = 4,
-        dropout: float = 0.0,
-        window: int = 16,
-    ) -> None:
-        super().__init__(query_dim, key_dim, value_dim, score, num_heads, dropout)
+    def __init__(self, *args: Any, window: int = 16, **kwargs: Any) -> None:
+        """`window` and `MultiHeadAttention`'s arguments, which its config lists too (num_heads, dropout)."""
+        super().__init__(*args, **kwargs)
         if window < 1:
             raise ValueError(f"sliding_window needs window >= 1, got {window}")
         self.window = window

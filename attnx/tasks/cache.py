@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import importlib
-import inspect
 import json
 import logging
 import os
@@ -23,6 +22,7 @@ from typing import Any, ClassVar
 
 import torch
 
+from attnx.registry import init_parameters
 from attnx.tasks.base import PaddedSplit
 from attnx.tasks.text import TextTask
 from attnx.vocab import Vocab
@@ -83,9 +83,9 @@ class CachedTextTask(TextTask):
     """A TextTask saved to the data cache after its first build and loaded from it afterwards.
 
     The file is keyed by the task class, `data_version()` and the constructor arguments that shape
-    the data: every argument but those in `cache_ignores`, each read from the attribute of the same
-    name (so a subclass stores them under their own names). Tensors are stored as int32 to halve
-    the file.
+    the data: every argument (its config's fields) but those in `cache_ignores`, each read from the
+    attribute of the same name (so a subclass stores them under their own names). Tensors are stored
+    as int32 to halve the file.
     """
 
     cache_ignores: ClassVar[tuple[str, ...]] = ("batch_size",)
@@ -95,7 +95,7 @@ class CachedTextTask(TextTask):
         return ""
 
     def cache_path(self) -> Path:
-        names = [n for n in inspect.signature(type(self).__init__).parameters if n != "self"]
+        names = [p.name for p in init_parameters(type(self))]  # those it passes up through **kwargs too
         key = {n: getattr(self, n) for n in names if n not in self.cache_ignores}
         blob = json.dumps([type(self).__qualname__, CACHE_FORMAT, self.data_version(), key], sort_keys=True)
         return (

@@ -13,6 +13,7 @@ from __future__ import annotations
 import datetime
 import random
 from importlib.metadata import version
+from typing import Any
 
 from attnx.registry import register_task
 from attnx.tasks.base import check, check_sizes
@@ -37,10 +38,9 @@ class DatesTask(CachedTextTask):
         train_size: int = 10000,
         val_size: int = 1000,
         test_size: int = 1000,
-        batch_size: int = 64,
-        seed: int = 0,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(batch_size, seed)
+        super().__init__(**kwargs)
         babel = require("babel", "dates")
         self.locales, self.formats = tuple(locales), tuple(formats)
         check("locales", self.locales, len(self.locales) >= 1, "a non-empty list of locale codes")

@@ -49,18 +49,17 @@ class FileTask(TextTask):
 
     def __init__(
         self,
-        train_file: str | None,
-        val_file: str | None,
-        test_file: str | None,
-        tokenizer: str,
-        min_freq: int,
-        on_error: str,
-        val_fraction: float,
-        test_fraction: float,
-        batch_size: int,
-        seed: int,
+        train_file: str | None = None,
+        val_file: str | None = None,
+        test_file: str | None = None,
+        tokenizer: str = "word",
+        min_freq: int = 1,
+        on_error: str = "raise",
+        val_fraction: float = 0.1,
+        test_fraction: float = 0.1,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(batch_size, seed)
+        super().__init__(**kwargs)
         check("train_file", train_file, train_file is not None, "the path of a file")
         check("test_file", test_file, (val_file is None) == (test_file is None), "set together with val_file")
         check("tokenizer", tokenizer, tokenizer in TOKENIZERS, " | ".join(TOKENIZERS))
@@ -133,33 +132,8 @@ class TextClassificationTask(FileTask):
 
     model_type = "classification"
 
-    def __init__(
-        self,
-        train_file: str | None = None,
-        val_file: str | None = None,
-        test_file: str | None = None,
-        text_column: str = "text",
-        label_column: str = "label",
-        tokenizer: str = "word",
-        min_freq: int = 1,
-        on_error: str = "raise",
-        val_fraction: float = 0.1,
-        test_fraction: float = 0.1,
-        batch_size: int = 64,
-        seed: int = 0,
-    ) -> None:
-        super().__init__(
-            train_file,
-            val_file,
-            test_file,
-            tokenizer,
-            min_freq,
-            on_error,
-            val_fraction,
-            test_fraction,
-            batch_size,
-            seed,
-        )
+    def __init__(self, text_column: str = "text", label_column: str = "label", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.columns = {"text": text_column, "label": label_column}
 
     def rows(self, path: Path) -> Iterator[Row]:
@@ -235,31 +209,10 @@ class TextPairsTask(FileTask):
     model_type = "seq2seq"
 
     def __init__(
-        self,
-        train_file: str | None = None,
-        val_file: str | None = None,
-        test_file: str | None = None,
-        tokenizer: str = "whitespace",
-        target_tokenizer: str | None = None,
-        min_freq: int = 1,
-        on_error: str = "raise",
-        val_fraction: float = 0.1,
-        test_fraction: float = 0.1,
-        batch_size: int = 64,
-        seed: int = 0,
+        self, tokenizer: str = "whitespace", target_tokenizer: str | None = None, **kwargs: Any
     ) -> None:
-        super().__init__(
-            train_file,
-            val_file,
-            test_file,
-            tokenizer,
-            min_freq,
-            on_error,
-            val_fraction,
-            test_fraction,
-            batch_size,
-            seed,
-        )
+        """FileTask's arguments, with whitespace-split text by default (already tokenised pairs)."""
+        super().__init__(tokenizer=tokenizer, **kwargs)
         target_tokenizer = target_tokenizer or tokenizer
         check("target_tokenizer", target_tokenizer, target_tokenizer in TOKENIZERS, " | ".join(TOKENIZERS))
         self.target_tokenizer = target_tokenizer

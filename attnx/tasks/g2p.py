@@ -60,10 +60,9 @@ class G2PTask(CachedTextTask):
         train_size: int | None = 20000,
         val_size: int | None = 1000,
         test_size: int | None = 2000,
-        batch_size: int = 64,
-        seed: int = 0,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(batch_size, seed)
+        super().__init__(**kwargs)
         check_caps(train_size=train_size, val_size=val_size, test_size=test_size)
         self.stress = stress
         self.train_size, self.val_size, self.test_size = train_size, val_size, test_size

@@ -11,6 +11,7 @@ LRA's files are omitted, as its input pipeline strips them. Label = the value, 1
 from __future__ import annotations
 
 import random
+from typing import Any
 
 from attnx.registry import register_task
 from attnx.tasks.base import check, check_lengths, check_sizes
@@ -92,10 +93,9 @@ class ListOpsTask(TextTask):
         train_size: int = 5000,
         val_size: int = 500,
         test_size: int = 500,
-        batch_size: int = 64,
-        seed: int = 0,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(batch_size, seed)
+        super().__init__(**kwargs)
         check_sizes(train_size=train_size, val_size=val_size, test_size=test_size)
         check_lengths("min_len", min_len, "max_len", max_len)
         check("max_depth", max_depth, max_depth >= 1, ">= 1")

@@ -13,6 +13,8 @@ a sequence.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -45,10 +47,10 @@ class MQARTask(Task):
         train_size: int = 4000,
         val_size: int = 500,
         test_size: int = 1000,
-        batch_size: int = 32,
-        seed: int = 0,
+        batch_size: int = 32,  # Task's argument, with this task's own default
+        **kwargs: Any,
     ) -> None:
-        super().__init__(batch_size, seed)
+        super().__init__(batch_size=batch_size, **kwargs)
         check_sizes(train_size=train_size, val_size=val_size, test_size=test_size)
         check("alpha", alpha, alpha > 0, "> 0")
         check("vocab_size", vocab_size, vocab_size >= 4, ">= 4 (keys and values need a half each)")

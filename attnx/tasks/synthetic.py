@@ -9,6 +9,8 @@ repeat a source of an earlier split.
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -54,35 +56,36 @@ def with_bos_eos(body: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
 
 
 class SyntheticSeq2Seq(Task):
-    """Seq2seq pairs sampled with torch: subclasses give `sample` and `target`.
-
-    `unit` names the length arguments (`min_{unit}`, `test_max_{unit}`, ...) in error messages; the
-    test range defaults to the train range.
+    """Seq2seq pairs sampled with torch: subclasses give `sample` and `target`, and their length
+    arguments to `set_lengths`; the split sizes, `val_like_test` and Task's arguments are this class's,
+    which a subclass's config lists through its `**kwargs`.
     """
 
     model_type = "seq2seq"
 
     def __init__(
         self,
-        unit: str,
-        lengths: tuple[int, int],
-        test_lengths: tuple[int | None, int | None],
-        sizes: tuple[int, int, int],
-        val_like_test: bool,
-        batch_size: int,
-        seed: int,
+        val_like_test: bool = False,
+        train_size: int = 5000,
+        val_size: int = 500,
+        test_size: int = 500,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(batch_size, seed)
-        check_sizes(**{f"{split}_size": size for split, size in zip(SPLITS, sizes)})
-        test_lengths = tuple(train if test is None else test for test, train in zip(test_lengths, lengths))
+        super().__init__(**kwargs)
+        check_sizes(train_size=train_size, val_size=val_size, test_size=test_size)
+        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
+        self.val_like_test = val_like_test
+
+    def set_lengths(
+        self, unit: str, lengths: tuple[int, int], test_lengths: tuple[int | None, int | None]
+    ) -> None:
+        """The source length range of each split: `lengths` for train, `test_lengths` (each bound
+        defaulting to train's) for test, and val's like test's with `val_like_test`, else like train's.
+        `unit` names the length arguments (`min_{unit}`, `test_max_{unit}`, ...) in error messages."""
+        test = tuple(train if test is None else test for test, train in zip(test_lengths, lengths))
         check_lengths(f"min_{unit}", lengths[0], f"max_{unit}", lengths[1])
-        check_lengths(f"test_min_{unit}", test_lengths[0], f"test_max_{unit}", test_lengths[1])
-        self.sizes = dict(zip(SPLITS, sizes))
-        self.ranges = {
-            "train": lengths,
-            "val": test_lengths if val_like_test else lengths,
-            "test": test_lengths,
-        }
+        check_lengths(f"test_min_{unit}", test[0], f"test_max_{unit}", test[1])
+        self.ranges = {"train": lengths, "val": test if self.val_like_test else lengths, "test": test}
 
     def sample(self, n: int, min_len: int, max_len: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """`n` random sources: (PAD-padded ids [n, W] with W fixed by max_len, lengths [n])."""
@@ -132,22 +135,10 @@ class SymbolSequenceTask(SyntheticSeq2Seq):
         max_len: int = 10,
         test_min_len: int | None = None,
         test_max_len: int | None = None,
-        val_like_test: bool = False,
-        train_size: int = 5000,
-        val_size: int = 500,
-        test_size: int = 500,
-        batch_size: int = 64,
-        seed: int = 0,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(
-            "len",
-            (min_len, max_len),
-            (test_min_len, test_max_len),
-            (train_size, val_size, test_size),
-            val_like_test,
-            batch_size,
-            seed,
-        )
+        super().__init__(**kwargs)
+        self.set_lengths("len", (min_len, max_len), (test_min_len, test_max_len))
         check("vocab_size", vocab_size, vocab_size >= 2, ">= 2")
         self.vocab_size = vocab_size
         self.src_vocab = self.tgt_vocab = Vocab(str(i) for i in range(vocab_size))
@@ -198,22 +189,10 @@ class AdditionTask(SyntheticSeq2Seq):
         max_digits: int = 5,
         test_min_digits: int | None = None,
         test_max_digits: int | None = None,
-        val_like_test: bool = False,
-        train_size: int = 5000,
-        val_size: int = 500,
-        test_size: int = 500,
-        batch_size: int = 64,
-        seed: int = 0,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(
-            "digits",
-            (min_digits, max_digits),
-            (test_min_digits, test_max_digits),
-            (train_size, val_size, test_size),
-            val_like_test,
-            batch_size,
-            seed,
-        )
+        super().__init__(**kwargs)
+        self.set_lengths("digits", (min_digits, max_digits), (test_min_digits, test_max_digits))
         for field, split in (("max_digits", "train"), ("test_max_digits", "test")):
             check(field, self.ranges[split][1], self.ranges[split][1] <= 18, "<= 18 (sums must fit in int64)")
         digits = [str(d) for d in range(10)]

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import html
 import tarfile
-from typing import ClassVar
+from typing import Any, ClassVar
 
 from attnx.registry import register_task
 from attnx.tasks.base import check
@@ -70,14 +70,13 @@ class VaderTask(CachedTextTask):
 
     def __init__(
         self,
-        min_freq: int,
-        train_size: int | None,
-        val_size: int | None,
-        test_size: int | None,
-        batch_size: int,
-        seed: int,
+        min_freq: int = 2,
+        train_size: int | None = None,
+        val_size: int | None = None,
+        test_size: int | None = None,
+        **kwargs: Any,
     ) -> None:
-        super().__init__(batch_size, seed)
+        super().__init__(**kwargs)
         check("min_freq", min_freq, min_freq >= 1, ">= 1")
         check_caps(train_size=train_size, val_size=val_size, test_size=test_size)
         self.min_freq = min_freq
@@ -108,17 +107,8 @@ class SentimentMoviesTask(VaderTask):
 
     classes_in_order = ("negative", "positive")
 
-    def __init__(
-        self,
-        source: str = "movies",
-        min_freq: int = 2,
-        train_size: int | None = None,
-        val_size: int | None = None,
-        test_size: int | None = None,
-        batch_size: int = 64,
-        seed: int = 0,
-    ) -> None:
-        super().__init__(min_freq, train_size, val_size, test_size, batch_size, seed)
+    def __init__(self, source: str = "movies", **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         check("source", source, source in CORPORA, " | ".join(CORPORA))
         self.source = source
 
@@ -140,16 +130,9 @@ class SnippetDomainTask(VaderTask):
 
     classes_in_order = tuple(CORPORA)
 
-    def __init__(
-        self,
-        min_freq: int = 2,
-        train_size: int | None = 8000,
-        val_size: int | None = None,
-        test_size: int | None = None,
-        batch_size: int = 64,
-        seed: int = 0,
-    ) -> None:
-        super().__init__(min_freq, train_size, val_size, test_size, batch_size, seed)
+    def __init__(self, train_size: int | None = 8000, **kwargs: Any) -> None:
+        """VaderTask's arguments, with train capped at 8000 snippets by default (null: all)."""
+        super().__init__(train_size=train_size, **kwargs)
 
     def labelled(self) -> list[Example]:
         corpora = ground_truth(list(CORPORA))
