@@ -24,6 +24,7 @@ from attnx.bench.points import (
     Point,
     Setting,
     Timing,
+    attention_class,
     attention_settings,
     budget_rule,
     default_device,
@@ -100,7 +101,7 @@ def _device(value: str) -> str:
 
 def settings(args: argparse.Namespace) -> list[Setting]:
     """Every (mechanism, score, d, heads), (lm, d, heads) and (encoder, d, heads) the arguments select."""
-    found = []
+    found: list[Setting] = []
     if args.attention:
         scores = _names(args.score, "score") if args.score else None
         found += attention_settings(_causal(args), scores, args.dim, args.heads, args.causal)
@@ -116,7 +117,7 @@ def _causal(args: argparse.Namespace) -> list[str]:
     names = _names(args.attention, "attention")
     if not args.causal:
         return names
-    acausal = [name for name in names if not registry.get("attention", name).causal]
+    acausal = [name for name in names if not attention_class(name).causal]
     if acausal and args.attention != "all":
         raise ValueError(f"--causal: no causal mask in {', '.join(acausal)}; leave them out of --attention")
     if acausal:

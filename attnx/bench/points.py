@@ -42,6 +42,7 @@ from attnx import registry
 from attnx.bench.measure import count_flops, median_time, peak_memory
 from attnx.models.assembly import build_host, build_model
 from attnx.models.sites import score_factory
+from attnx.nn.attention import Attention
 from attnx.nn.positions import Positions
 from attnx.vocab import SPECIALS
 
@@ -96,7 +97,7 @@ class Setting:
     def memory_growth(self) -> int:
         if self.kind == "encoder":
             return ENCODER_GROWTH[self.name]
-        return registry.get("attention", self.name).memory_growth
+        return attention_class(self.name).memory_growth
 
 
 @dataclass(frozen=True)
@@ -138,6 +139,13 @@ class Point:
     budget_mib: float
 
 
+def attention_class(name: str) -> type[Attention]:
+    """The registered mechanism `name`, typed: the registry holds only `Attention` subclasses of this kind."""
+    cls = registry.get("attention", name)
+    assert issubclass(cls, Attention)
+    return cls
+
+
 def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
@@ -153,7 +161,7 @@ def attention_settings(
     (its own when None), one that takes none without."""
     found: list[Setting] = []
     for name in names:
-        own = registry.get("attention", name).default_score
+        own = attention_class(name).default_score
         chosen: Sequence[str | None] = [None] if own is None else (scores or [own])
         for score in chosen:
             found += [
@@ -166,7 +174,7 @@ def lm_settings(names: Sequence[str], dims: Sequence[int], heads: Sequence[int])
     """Each mechanism as the causal self-attention of a one-block decoder-only model."""
     found: list[Setting] = []
     for name in names:
-        if not registry.get("attention", name).causal:
+        if not attention_class(name).causal:
             raise ValueError(
                 f"--lm {name}: it declares no causal mask, so it cannot be an lm's self-attention"
             )
@@ -205,8 +213,8 @@ def module_for(setting: Setting, max_len: int) -> nn.Module:
         return build_host("encoder", {"name": setting.name, **params}, vocab_size=VOCAB)
     hyper = {} if setting.heads is None else {"num_heads": setting.heads}
     if setting.kind == "lm":
-        lm = {"d_model": setting.dim, "num_layers": 1, "ff_dim": 2 * setting.dim, "dropout": 0.0}
-        lm |= {"positions": "sinusoidal", "max_len": max_len}
+        lm: dict[str, Any] = {"d_model": setting.dim, "num_layers": 1, "ff_dim": 2 * setting.dim}
+        lm |= {"dropout": 0.0, "positions": "sinusoidal", "max_len": max_len}
         return build_model("lm", VOCAB, None, {"name": setting.name, **hyper}, None, {}, lm=lm)
     factory = None if setting.score is None else score_factory({"name": setting.score})
     d = setting.dim
@@ -228,14 +236,16 @@ def workload(
             return module(tokens, lengths).states if setting.kind == "encoder" else module(tokens, lengths)[0]
 
     else:
+        assert isinstance(module, Attention)  # what `module_for` builds for an attention setting
+        attention = module
         x = torch.randn(batch, n, setting.dim, device=device, requires_grad=True)
         mask = torch.ones(batch, n, dtype=torch.bool, device=device)
         inputs = [x]
 
         def run() -> torch.Tensor:
-            keys, values, memory_mask = module.memory(x, x.mean(1), mask)
+            keys, values, memory_mask = attention.memory(x, x.mean(1), mask)
             at = Positions(Positions.span(n, device), Positions.span(keys.size(1), device), setting.causal)
-            return module(x, keys, values, memory_mask, need_weights=False, positions=at)[0]
+            return attention(x, keys, values, memory_mask, need_weights=False, positions=at)[0]
 
     with torch.no_grad():
         grad = torch.randn_like(run())

@@ -201,10 +201,8 @@ def _check_widths(keys: Iterable[str], config: DictConfig) -> None:
             continue
         section, _, _ = key.rpartition(".")
         node = OmegaConf.select(config, section, default=None) if section else config
-        known = [
-            f"{section}.{k}" if section else k
-            for k, v in (node.items() if isinstance(node, DictConfig) else [])
-            if isinstance(v, int) and not isinstance(v, bool)
-        ]
+        items = node.items() if isinstance(node, DictConfig) else []
+        names = [str(k) for k, v in items if isinstance(v, int) and not isinstance(v, bool)]
+        known = [f"{section}.{k}" if section else k for k in names]
         found = "is no integer" if value is not None else "does not exist"
         raise ConfigError(f"width key {key} {found}; integer keys there: {', '.join(known) or '(none)'}")

@@ -84,7 +84,7 @@ def count(cfg: DictConfig, task: Any, widths: dict[str, int]) -> int:
     cfg = cfg.copy()
     for key, value in widths.items():
         OmegaConf.update(cfg, key, value)
-    return lit_module(model_spec(cfg, task)).num_parameters()
+    return int(lit_module(model_spec(cfg, task)).num_parameters())
 
 
 def _closest(

@@ -73,7 +73,7 @@ def search_jobs(cfg: DictConfig, hosted: dict[str, list[Arm]]) -> list[Job]:
 
 def validation_metric(cfg: DictConfig, task: str) -> str:
     """The task's compared metric on validation: what chooses a learning rate."""
-    return cfg.tasks[task].metric.replace("test/", "val/", 1)
+    return str(cfg.tasks[task].metric).replace("test/", "val/", 1)
 
 
 def with_best_rates(jobs: list[Job], search: list[Job], folder: Path, cfg: DictConfig) -> list[Job]:

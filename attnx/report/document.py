@@ -33,7 +33,7 @@ class Image:
 @dataclass
 class Section:
     title: str
-    parts: list[str | Table | Image] = field(default_factory=list)  # a str is a paragraph (Markdown inline)
+    parts: Sequence[str | Table | Image] = field(default_factory=list)  # a str: a paragraph (Markdown inline)
 
 
 def slug(name: str) -> str:

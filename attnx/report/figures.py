@@ -164,7 +164,7 @@ def pareto_plot(
     figure = Figure(figsize=(4.2 * len(axes_costs) + 0.5, 3.6), layout="constrained")
     axes = figure.subplots(1, len(axes_costs), squeeze=False)[0]
     for ax, (key, unit) in zip(axes, axes_costs):
-        placed = [(label, c[key], q) for label, q, c in points if c.get(key) is not None]
+        placed = [(label, cost, q) for label, q, c in points if (cost := c.get(key)) is not None]
         front = frontier([(cost, q) for _, cost, q in placed], lower)
         ax.plot(*zip(*sorted(front)), color="0.55", linestyle="--", linewidth=1, zorder=1, label="frontier")
         for label, cost, quality in placed:

@@ -26,7 +26,7 @@ from attnx.track.results import RESULTS, Unreadable, find_runs, read_results
 # resolved choices: a default score has a name here
 CHOICES = ("task", "encoder", "decoder", "attention", "score")
 NOT_SWEPT = ("seed", "resume", "ckpt_path")  # seed is averaged over; the others do not change a result
-DEFAULT_METRICS = {
+DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
     "seq2seq": ("test/exact_match", "test/token_acc"),
     "classification": ("test/acc", "test/f1"),
     "lm": ("test/acc", "test/exact_match"),
@@ -201,6 +201,8 @@ def default_metrics(runs: list[dict[str, Any]]) -> list[str]:
     """The main metrics of the task kinds present; val/ ones when the runs skipped the test split."""
     chosen: list[str] = []
     for kind in dict.fromkeys(r.get("model_type", r.get("task_kind")) for r in runs):
+        if kind is None:
+            continue
         for metric in DEFAULT_METRICS.get(kind, ()):
             if not any(metric in r["metrics"] for r in runs):
                 metric = metric.replace("test/", "val/", 1)

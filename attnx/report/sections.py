@@ -116,7 +116,7 @@ def summary_text(row: Row, metric: str) -> str:
 def best_lines(study: Study) -> list[str]:
     lines = []
     for metric in study.metrics:
-        scored = [(row.mean(metric), row) for row in study.rows if row.mean(metric) is not None]
+        scored = [(m, row) for row in study.rows if (m := row.mean(metric)) is not None]
         if scored:
             pick = min if lower_is_better(metric) else max
             best, row = pick(scored, key=lambda item: item[0])

@@ -140,7 +140,7 @@ def ranks(grouped: Cells, metric: str) -> dict[Any, dict[tuple[Any, ...], float]
     lower = lower_is_better(metric)
     ranked: dict[Any, dict[tuple[Any, ...], float]] = {}
     for cell, by_value in grouped.rows.items():
-        scored = [(v, row.mean(metric)) for v, row in by_value.items() if row.mean(metric) is not None]
+        scored = [(v, m) for v, row in by_value.items() if (m := row.mean(metric)) is not None]
         if not scored:
             continue
         order = rankdata([m if lower else -m for _, m in scored])  # ties get their mean rank

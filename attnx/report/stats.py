@@ -94,7 +94,7 @@ def paired(a: Sequence[float], b: Sequence[float]) -> Paired:
 def smallest_p(n: int) -> float:
     """The smallest two-sided p-value an exact sign-flip test over n paired seeds can give: 2 / 2^n
     (only the observed signs, and all of them flipped, are as extreme as a constant shift)."""
-    return min(1.0, 2.0 / 2**n)
+    return min(1.0, 2.0 / 2.0**n)
 
 
 def seeds_for(alpha: float = ALPHA) -> int:
