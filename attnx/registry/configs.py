@@ -15,6 +15,7 @@ import types
 import typing
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from omegaconf import MISSING
@@ -57,7 +58,7 @@ class Entry:
         return {f.name: _default_of(f) for f in dataclasses.fields(config_class(self)) if f.name not in skip}
 
 
-def _default_of(f: dataclasses.Field) -> Any:
+def _default_of(f: dataclasses.Field[Any]) -> Any:
     if f.default is not dataclasses.MISSING:
         return f.default
     if f.default_factory is not dataclasses.MISSING:
@@ -67,8 +68,8 @@ def _default_of(f: dataclasses.Field) -> Any:
 
 def config_class(entry: Entry) -> type:
     """A dataclass mirroring the constructor: `name` first, then each hyperparameter, typed."""
-    cached = vars(entry.cls).get("_attnx_config")  # its own: a subclass's config is not its parent's
-    if cached is not None and cached.__dataclass_fields__["name"].default == entry.name:
+    cached: type | None = vars(entry.cls).get("_attnx_config")  # its own, not a parent's
+    if cached is not None and dataclasses.fields(cached)[0].default == entry.name:
         return cached
     slots = slots_of(entry.cls)
     skip = set(STRUCTURAL[entry.kind]) | set(slots)
@@ -78,7 +79,7 @@ def config_class(entry: Entry) -> type:
             continue
         default = MISSING if p.default is p.empty else p.default
         if isinstance(default, (list, dict, tuple)):
-            field = dataclasses.field(default_factory=lambda d=default: d)
+            field: Any = dataclasses.field(default_factory=partial(_same, default))
         else:
             field = dataclasses.field(default=default)
         fields.append((p.name, _config_type(p.annotation), field))
@@ -113,8 +114,13 @@ def _config_type(annotation: Any) -> Any:
     if origin is typing.Literal and args and all(isinstance(a, str) for a in args):
         return str
     if origin in (list, tuple) and args and args[0] in simple:
-        return list[args[0]]
+        return list[args[0]]  # type: ignore[valid-type]
     return Any
+
+
+def _same(value: Any) -> Any:
+    """A mutable default's factory, `partial(_same, default)`: dataclasses refuse it as a plain default."""
+    return value
 
 
 def _slot_defaults(slots: dict[str, Slot]) -> Iterator[tuple[str, str | None]]:

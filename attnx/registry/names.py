@@ -42,7 +42,8 @@ class Registry:
     @property
     def base(self) -> type:
         module, name = self._base.split(":")
-        return getattr(importlib.import_module(module), name)
+        base: type = getattr(importlib.import_module(module), name)
+        return base
 
     def register(self, name: str, aliases: Iterable[str] = ()) -> Callable[[type], type]:
         """Class decorator: register `cls` as `name`; each alias is an equal second name."""
