@@ -49,8 +49,8 @@ from typing import Any
 
 import torch
 
-from attnx.nn.attention import Attention, ScoreFactory, SoftmaxAttention
-from attnx.nn.scores import Score, build_score
+from attnx.nn.attention import Attention, SoftmaxAttention
+from attnx.nn.scores import Score, ScoreFactory, build_score
 from attnx.registry import RegistryError, load_all, registry
 from attnx.testing.cases import SELF_DIM, Subject, projection_loss
 from attnx.testing.checks import CHECKS
@@ -125,7 +125,7 @@ def check_all() -> list[tuple[str, str, str | None]]:
     scores = registry("score").names()
     results = [("score", name, _error_of(check_score, registry("score").get(name))) for name in scores]
     for name in registry("attention").names():
-        cls = registry("attention").get(name)
+        cls: type[Attention] = registry("attention").get(name)
         if cls.default_score is None:
             results.append(("attention", name, _error_of(check_attention, cls)))
             continue
@@ -139,11 +139,12 @@ def _attention(
     cls: type[Attention], score: str | ScoreFactory | None, hyperparams: dict[str, Any]
 ) -> Subject:
     """The subject for `cls` with `score` (a registered name, a factory or None), labelled for messages."""
+    factory: ScoreFactory | None
     if isinstance(score, str):
         load_all()
         factory, named = registry("score").get(score), score
     else:
-        factory, named = score, getattr(score, "__name__", score)
+        factory, named = score, getattr(score, "__name__", str(score))
     label = f"attention {cls.__name__}" + ("" if score is None else f" with score {named}")
     return Subject(cls, factory, hyperparams, label, uses_positions=_uses_positions(cls, factory))
 
@@ -152,14 +153,16 @@ def _uses_positions(cls: type[Attention], factory: ScoreFactory | None) -> bool:
     """The `uses_positions` flag of the score `cls` gets: a Score class's (or a partial's of one), its
     default score's, or that of the score a factory function builds."""
     if factory is None:
+        if not cls.default_score:
+            return False
         try:
-            factory = registry("score").get(cls.default_score) if cls.default_score else None
+            factory = registry("score").get(cls.default_score)
         except RegistryError:  # an unknown default fails construction, under the first check
             return False
     target = factory
     while isinstance(target, partial):
         target = target.func
-    if target is None or isinstance(target, type):
+    if isinstance(target, type):
         return bool(getattr(target, "uses_positions", False))
     try:
         return bool(build_score(factory, SELF_DIM, SELF_DIM).uses_positions)

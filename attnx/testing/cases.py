@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -14,9 +14,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from attnx.nn.attention import Attention, ScoreFactory
+from attnx.nn.attention import Attention
 from attnx.nn.positions import Positions
-from attnx.nn.scores import Score
+from attnx.nn.scores import Score, ScoreFactory
 
 LENGTHS = (5, 3, 1)  # valid tokens per sequence; the last has a single valid key
 B = len(LENGTHS)
@@ -216,7 +216,7 @@ def max_gap(a: Any, b: Any, real: torch.Tensor) -> float:
     return gap
 
 
-def all_finite(outputs: tuple[torch.Tensor, torch.Tensor | None], real: torch.Tensor) -> bool:
+def all_finite(outputs: Iterable[torch.Tensor | None], real: torch.Tensor) -> bool:
     return all(x is None or torch.isfinite(real_rows(x, real)).all() for x in outputs)
 
 
@@ -239,4 +239,6 @@ def projection_loss(*outputs: torch.Tensor, seed: int = 0) -> torch.Tensor:
     random tensor. `outputs.sum()` is no such loss after a normalisation (a fresh LayerNorm's outputs
     and softmax weights sum to a constant), so its gradient is zero up to rounding."""
     g = torch.Generator().manual_seed(seed)
-    return sum((x * torch.randn(x.shape, generator=g, dtype=x.dtype).to(x.device)).sum() for x in outputs)
+    return torch.stack(
+        [(x * torch.randn(x.shape, generator=g, dtype=x.dtype).to(x.device)).sum() for x in outputs]
+    ).sum()

@@ -7,6 +7,7 @@ import dataclasses
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -258,7 +259,7 @@ def _finiteness(subject: Subject) -> None:
         ctx, w = call(att, case)
         _require(all_finite((ctx, w), case.real), f"({case.name}): NaN/inf in the context on finite inputs")
         for poison in POISONS:
-            poisoned = padded(case, lambda x, pad, p=poison: x.masked_fill(pad, p))
+            poisoned = padded(case, partial(torch.masked_fill, value=poison))
             for need_weights in (True, False):
                 _require(
                     all_finite(call(att, poisoned, need_weights), case.real),
@@ -274,6 +275,7 @@ def _causality(subject: Subject) -> None:
     x, mask = random_sequence(), key_mask()
     case = self_case(x, mask, True, True)
     ctx, w = call(att, case)
+    assert case.positions is not None  # a causal case has them
     if w is not None:
         later = case.positions.relative(w.dim()) > 0
         peek = real_rows(w.masked_fill(~later, 0), case.real).abs().max().item()
@@ -340,11 +342,12 @@ def _gradients(subject: Subject) -> None:
                     f"({case.name}): NaN/inf gradient w.r.t. the {name}",
                 )
         for name, p in att.named_parameters():
+            grad = torch.zeros_like(p) if p.grad is None else p.grad  # none reached it: zero
             _require(
-                p.grad is not None and (p.grad != 0).any(),
+                (grad != 0).any(),
                 f"parameter '{name}' receives no gradient (unused, or cut off from the output)",
             )
-            _require(torch.isfinite(p.grad).all(), f"parameter '{name}' gets a NaN/inf gradient")
+            _require(torch.isfinite(grad).all(), f"parameter '{name}' gets a NaN/inf gradient")
 
 
 @_check("cached_decoding", applies=_causal)
@@ -355,6 +358,7 @@ def _cached_decoding(subject: Subject) -> None:
     cache: KVCache | None = None
     for t in range(TK):
         if t == REORDER_AT:
+            assert cache is not None  # REORDER_AT > 0: a step has filled it
             index = torch.tensor(BEAMS)
             cache, x, mask = cache.select(index), x[index], mask[index]
         when = f"step t={t}" + (f", after KVCache.select({list(BEAMS)})" if t >= REORDER_AT else "")
