@@ -15,10 +15,14 @@ and then the first line of the output names what was dropped.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from attnx.config.schema import DecodeConfig
+
+if TYPE_CHECKING:
+    from attnx.models.spec import ModelSpec, ModelType
 
 USAGE = """usage: attnx predict ckpt=PATH input=TEXT [decode.beam_size=N] [decode.length_penalty=A]
                      [decode.max_len_ratio=R] [top_k=K] [max_input_len=N] [self_attention=true]
@@ -48,7 +52,7 @@ class PredictOptions:
     decode: DecodeConfig = field(default_factory=DecodeConfig)
 
 
-BOUNDS = {"top_k": (">=", 1), "max_input_len": (">=", 1)}  # next to attnx.config.checks.BOUNDS' decode.*
+BOUNDS = {"top_k": (">=", 1), "max_input_len": (">=", 1)}  # next to attnx.config.validation.BOUNDS' decode.*
 
 
 class PredictError(Exception):
@@ -59,8 +63,8 @@ def parse(argv: list[str]) -> tuple[str, str, Any]:
     """(ckpt, input, the typed and bounds-checked `PredictOptions`) from `key=value` arguments."""
     from omegaconf import OmegaConf
 
-    from attnx.config import checks
     from attnx.config import compose as config
+    from attnx.config import validation
 
     pairs = [item.partition("=") for item in argv]
     bare = [key for key, sep, _ in pairs if not sep]
@@ -73,7 +77,7 @@ def parse(argv: list[str]) -> tuple[str, str, Any]:
     rest = [item for item in argv if item.partition("=")[0] not in ("ckpt", "input")]
     try:
         options = OmegaConf.merge(OmegaConf.structured(PredictOptions), OmegaConf.from_dotlist(rest))
-        checks.check_bounds(options, {**checks.BOUNDS, **BOUNDS})  # train's decode.* bounds too
+        validation.check_bounds(options, {**validation.BOUNDS, **BOUNDS})  # train's decode.* bounds too
     except config.ConfigError as error:
         raise PredictError(str(error)) from error
     except Exception as error:  # OmegaConf's type errors and unknown keys, naming the key
@@ -98,42 +102,37 @@ def read_checkpoint(path: str) -> dict[str, Any]:
 
 def load(path: str, decode: dict[str, Any] | None = None, dropped: list[str] | None = None) -> Any:
     """The LightningModule stored in a checkpoint, in eval mode on the CPU. Its model spec is upgraded
-    to today's registry (renamed plugins: `registry.upgrade`); a saved hyperparameter that a class no
-    longer takes is a PredictError, unless `dropped` is given: it is then left out and listed there."""
+    to today's (`ModelSpec.from_dict`: an older checkpoint's layout, renamed plugins); a saved
+    hyperparameter that a class no longer takes is a PredictError, unless `dropped` is given: it is then
+    left out and listed there."""
     from attnx import registry
     from attnx.lit import lit_module
-    from attnx.models.build import MODEL_KEYS
+    from attnx.models.spec import ModelSpec
 
     registry.load_all()
     checkpoint = read_checkpoint(path)
-    spec = checkpoint["attnx_spec"]
-    if spec["model_type"] == "seq2seq" and spec.get("decoder") is None:
-        spec["decoder"] = {"name": "rnn", **spec["model"]}  # saved when `model` held the rnn decoder's sizes
-    spec["model"] = {k: v for k, v in spec["model"].items() if k in MODEL_KEYS}
-    for kind in ("task", "encoder", "decoder", "attention", "score"):
-        if spec.get(kind) is not None:
-            try:
-                spec[kind] = registry.upgrade(kind, spec[kind], dropped)
-            except registry.StaleArguments as error:
-                raise PredictError(
-                    f"ckpt={path}: {error}; rebuilt without it, the model would differ from the one "
-                    "trained (strict=false runs it anyway)"
-                ) from None
-    spec["decode"].update(decode or {})
-    module = lit_module(spec)
+    try:
+        spec = ModelSpec.from_dict(checkpoint["attnx_spec"], dropped)
+    except registry.StaleArguments as error:
+        raise PredictError(
+            f"ckpt={path}: {error}; rebuilt without it, the model would differ from the one "
+            "trained (strict=false runs it anyway)"
+        ) from None
+    module = lit_module(spec.with_decode(decode or {}))
     module.load_state_dict(checkpoint["state_dict"])
     return module.eval()
 
 
-def input_limit(spec: dict[str, Any], requested: int | None) -> tuple[int, str]:
+def input_limit(spec: ModelSpec, requested: int | None) -> tuple[int, str]:
     """The longest input to decode and where that number comes from: `max_input_len=` if given,
-    else the encoder's (an lm's) positional `max_len`, else MAX_INPUT_LEN. That max_len also caps
-    what may be requested."""
-    kind = "lm" if spec["model_type"] == "lm" else "encoder"
-    positional = spec[kind].get("max_len")
+    else the positional `max_len` of the part that reads it (the encoder, an lm), else MAX_INPUT_LEN.
+    That max_len also caps what may be requested."""
+    kind = spec.parts[0]
+    section = getattr(spec, kind)
+    positional = section.get("max_len")
     if positional is not None and requested is not None and requested > positional:
         raise PredictError(
-            f"max_input_len={requested}: {kind}={spec[kind].get('name', 'default')} takes at most "
+            f"max_input_len={requested}: {kind}={section.get('name', 'default')} takes at most "
             f"{kind}.max_len={positional} tokens"
         )
     if requested is not None:
@@ -179,12 +178,10 @@ def main(argv: list[str]) -> int:
 
 def predict(ckpt: str, text: str, options: Any) -> int:
     """Print the model's output for `text`, then the most-attended source tokens per output step."""
-    import torch
     from omegaconf import OmegaConf
 
     from attnx import registry
     from attnx.tasks.base import Batch
-    from attnx.track.maps import attention_maps
     from attnx.vocab import Vocab
 
     decode = {k: options.decode[k] for k in options.decode if not OmegaConf.is_missing(options.decode, k)}
@@ -192,22 +189,41 @@ def predict(ckpt: str, text: str, options: Any) -> int:
     module = load(ckpt, decode, dropped)
     if dropped:  # in the output itself: whoever reads the predictions learns the model is not as trained
         print(f"strict=false: rebuilt without saved {'; '.join(dropped)} (today's defaults stand in)")
-    spec, top_k = module.spec, options.top_k
-    task = registry.build("task", spec["task"])
-    task.src_vocab = Vocab(spec["src_itos"])  # the trained vocabulary; the task's data is never built
+    spec = module.spec
+    task = registry.build("task", spec.task)
+    task.src_vocab = Vocab(spec.src_itos)  # the trained vocabulary; the task's data is never built
     src, src_len = encode(task, text, input_limit(spec, options.max_input_len))
-    batch = Batch(src, src_len)
-    if spec["model_type"] == "lm":
-        return _recall(module, task, batch, top_k)
+    return ANSWERS[spec.model_type](module, task, Batch(src, src_len), options)
+
+
+def _decoded(module: Any, task: Any, batch: Any, options: Any) -> int:
+    """A seq2seq model's output text, then the source tokens behind each output token."""
+    import torch
+
+    from attnx.vocab import Vocab
+
     with torch.no_grad():
-        if spec["model_type"] == "classification":
-            probs = module.model(src, src_len, need_weights=False)[0].softmax(-1)[0]
-            best = int(probs.argmax())
-            print(f"{spec['classes'][best]}  (p={probs[best]:.3f})")
-        else:
-            words = Vocab(spec["tgt_itos"]).decode(module.decode(src, src_len)[0].tolist())
-            print(task.detokenize(words))
-    # The weights behind each output token (or the pooling), averaged over heads.
+        tokens = module.decode(batch.src, batch.src_len)[0].tolist()
+    print(task.detokenize(Vocab(module.spec.tgt_itos).decode(tokens)))
+    return _attended(module, batch, options)
+
+
+def _classified(module: Any, task: Any, batch: Any, options: Any) -> int:
+    """A classifier's class and its probability, then the input tokens its pooling weighed most."""
+    import torch
+
+    with torch.no_grad():
+        probs = module.model(batch.src, batch.src_len, need_weights=False)[0].softmax(-1)[0]
+    best = int(probs.argmax())
+    print(f"{module.spec.classes[best]}  (p={probs[best]:.3f})")
+    return _attended(module, batch, options)
+
+
+def _attended(module: Any, batch: Any, options: Any) -> int:
+    """The weights behind each output token (or the pooling), averaged over heads: the top source tokens."""
+    from attnx.track.maps import attention_maps
+
+    top_k = options.top_k
     for attention_map in attention_maps(module, batch, heads="mean", self_attention=options.self_attention)[
         0
     ]:
@@ -217,16 +233,17 @@ def predict(ckpt: str, text: str, options: Any) -> int:
     return 0
 
 
-def _recall(module: Any, task: Any, batch: Any, top_k: int) -> int:
+def _recall(module: Any, task: Any, batch: Any, options: Any) -> int:
     """An lm's answer at each query position of the input (`task.query_mask`), then per layer the
     positions each query attended to most (heads averaged), as position:token:weight."""
     import torch
 
     from attnx.track.maps import attention_maps
 
+    top_k = options.top_k
     with torch.no_grad():
         logits, _ = module.model(batch.src, batch.src_len)
-    itos = module.spec["src_itos"]
+    itos = module.spec.src_itos
     tokens = [itos[i] for i in batch.src[0].tolist()]
     queries = task.query_mask(batch.src)[0].nonzero().flatten().tolist()
     if not queries:
@@ -241,6 +258,14 @@ def _recall(module: Any, task: Any, batch: Any, top_k: int) -> int:
         for t in queries:
             print(f"  {labels[t]:>12} <- {_top(attention_map.weights[0][t], labels, top_k)}")
     return 0
+
+
+# what predict prints for each model type: the one branch on the type here
+ANSWERS: dict[ModelType, Callable[[Any, Any, Any, Any], int]] = {
+    "seq2seq": _decoded,
+    "classification": _classified,
+    "lm": _recall,
+}
 
 
 def _top(weights: Any, tokens: list[str], k: int) -> str:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Collection
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -131,6 +132,23 @@ def check_modes(argv: list[str]) -> str | None:
         hint = "; to see a sweep job's config, give that job's values without -m" if "-m" in modes else ""
         raise ConfigError(f"{' and '.join(modes)} together: Hydra takes one of them{hint}")
     return modes[0] if modes else None
+
+
+RENAMED = {"model": "classifier"}  # config groups renamed since, old -> new: the old name still works, warned
+
+
+def renamed_keys(argv: list[str]) -> list[str]:
+    """`argv` with each override of a renamed group or its keys (`model.dropout=0.2`, `model=default`,
+    `+model.x=1`, `~model`) written with today's name (`RENAMED`), and a FutureWarning naming it."""
+    found = []
+    for arg in argv:
+        match = re.match(r"(~|\+\+|\+)?(\w+)(?=[.=@]|$)", arg)
+        if match and match.group(2) in RENAMED and ("=" in arg or arg.startswith("~")):
+            old, new = match.group(2), RENAMED[match.group(2)]
+            arg = f"{match.group(1) or ''}{new}{arg[match.end() :]}"
+            warnings.warn(f"`{old}` is now `{new}`: write {arg}", FutureWarning, stacklevel=2)
+        found.append(arg)
+    return found
 
 
 class Sweep(NamedTuple):

@@ -2,10 +2,10 @@
 pattern, as fairseq's FairseqConfig): conf/train.yaml's defaults list starts with `train_schema`, and
 each conf/optim/*.yaml and conf/optim/scheduler/*.yaml extends its `*_schema`. The YAML files hold the
 values, commented; these dataclasses hold the keys and types, so a wrong type (`optim.lr=abc`) or an
-unknown key (`model.hiden_dim=8` in a YAML file) fails in Hydra's own merge, naming the key.
+unknown key (`classifier.hiden_dim=8` in a YAML file) fails in Hydra's own merge, naming the key.
 
 Every field but the optional groups is MISSING here: its default lives in one place, the YAML. Bounds
-that types cannot express (optim.lr > 0, ...) are `attnx.config.checks.validate`'s. The task, encoder,
+that types cannot express (optim.lr > 0, ...) are `attnx.config.validation.validate`'s. The task, encoder,
 decoder, attention and score groups are typed by the registry, from their constructors (`attnx.registry`).
 Storing the schema imports Hydra and OmegaConf only, never torch or Lightning.
 """
@@ -17,8 +17,8 @@ from omegaconf import MISSING
 
 
 @dataclass
-class ModelConfig:
-    """The classification head (encoder and decoder have their own groups)."""
+class ClassifierConfig:
+    """The classification head (encoder and decoder have their own groups); the `model` group before."""
 
     dropout: float = MISSING
 
@@ -109,7 +109,7 @@ class TrainConfig:
     decoder: Any = MISSING
     attention: Any = MISSING
     score: Any = None
-    model: ModelConfig = MISSING
+    classifier: ClassifierConfig = MISSING
     lm: LMConfig = MISSING
     optim: OptimConfig = MISSING
     trainer: Any = MISSING

@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
 from attnx.lit.module import AttnxModule
+from attnx.models.sites import Sites
+from attnx.models.spec import ModelSpec
 from attnx.tasks.base import Batch
 
 
 class ClassifierModule(AttnxModule):
-    def __init__(self, spec: dict[str, Any]) -> None:
-        super().__init__(spec)
-        n = len(spec["classes"])
+    def __init__(self, spec: ModelSpec, sites: Sites | None = None) -> None:
+        super().__init__(spec, sites)
+        n = len(spec.classes or ())
         # the loss a torchmetrics Metric too: under DDP every metric is reduced over all ranks' examples
         metrics = MetricCollection(
             {

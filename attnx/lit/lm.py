@@ -3,14 +3,14 @@ targets; accuracy there and exact match over each sequence's targets (torchmetri
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
 from attnx.lit.module import AttnxModule
+from attnx.models.sites import Sites
+from attnx.models.spec import ModelSpec
 from attnx.tasks.base import Batch
 from attnx.vocab import PAD
 
@@ -19,9 +19,9 @@ class LMModule(AttnxModule):
     """`batch.tgt` [B, T] holds the token each position must predict, PAD where there is none (an MQAR
     sequence's filler and pairs); only target positions count in the loss and the metrics."""
 
-    def __init__(self, spec: dict[str, Any]) -> None:
-        super().__init__(spec)
-        vocab = len(spec["src_itos"])
+    def __init__(self, spec: ModelSpec, sites: Sites | None = None) -> None:
+        super().__init__(spec, sites)
+        vocab = len(spec.src_itos)
         # the loss a torchmetrics Metric too: under DDP every metric is reduced over all ranks' examples
         metrics = MetricCollection(
             {

@@ -12,7 +12,9 @@ from hydra.utils import instantiate
 from torch import nn
 
 from attnx.lit.optim import param_groups
-from attnx.models.build import build_model, share_embeddings
+from attnx.models.assembly import model_from_spec
+from attnx.models.sites import Sites
+from attnx.models.spec import ModelSpec
 
 
 class NonFiniteLoss(ArithmeticError):
@@ -20,30 +22,19 @@ class NonFiniteLoss(ArithmeticError):
 
 
 class AttnxModule(pl.LightningModule):
-    """Builds the model from plain config sections and owns the optimiser.
+    """Builds the model from a `ModelSpec` and owns the optimiser.
 
-    `spec` is everything needed to rebuild the model without the data: the config sections
-    (encoder, decoder, lm, attention, score, model, optim, decode), the task kind and its vocabularies. It is
-    stored in checkpoints as plain data, so `attnx predict` loads them with `weights_only=True`.
+    The spec is everything needed to rebuild the model without the data; checkpoints store it as
+    versioned plain data (`ModelSpec.to_dict`), so `attnx predict` loads them with `weights_only=True`.
+    `sites` are the spec's attention sites when config validation has resolved them already; the heatmaps
+    name each map's mechanism by them.
     """
 
-    def __init__(self, spec: dict[str, Any]) -> None:
+    def __init__(self, spec: ModelSpec, sites: Sites | None = None) -> None:
         super().__init__()
         self.spec = spec
-        self.model: nn.Module = build_model(
-            spec["model_type"],
-            src_vocab=len(spec["src_itos"]),
-            encoder=spec["encoder"],
-            attention=spec["attention"],
-            score=spec["score"],
-            model=spec["model"],
-            decoder=spec.get("decoder"),
-            tgt_vocab=len(spec["tgt_itos"]) if spec.get("tgt_itos") else None,
-            num_classes=len(spec["classes"]) if spec.get("classes") else None,
-            lm=spec.get("lm"),
-        )
-        if spec.get("embedding_seed") is not None:
-            share_embeddings(self.model, spec["embedding_seed"])
+        self.sites = Sites.of(spec) if sites is None else sites
+        self.model: nn.Module = model_from_spec(spec, self.sites)
         self.train_samples = 0
         self.train_seconds = 0.0
         self._fit_started = 0.0
@@ -60,7 +51,7 @@ class AttnxModule(pl.LightningModule):
     def configure_optimizers(self) -> dict[str, Any]:
         """The `optim.optimizer` partial on `param_groups`, stepped each batch by the `optim.scheduler`
         partial over the run's `trainer.estimated_stepping_batches`."""
-        optim = self.spec["optim"]
+        optim = self.spec.optim
         # _convert_="all": plain lists (AdamW's betas), not ListConfigs, in the optimiser's and the
         # schedule's state, which checkpoints store and `attnx predict` reads with weights_only=True
         optimizer = instantiate(optim["optimizer"], _convert_="all")(param_groups(self))
@@ -97,7 +88,7 @@ class AttnxModule(pl.LightningModule):
         """With `compile: true`, torch.compile the model for training. In place (`nn.Module.compile`),
         so checkpoints keep their keys; not for predict or evaluation-only runs, where the compile time
         (seconds to a minute on CPU, again per new input shape) outweighs a few batches."""
-        if stage == "fit" and self.spec.get("compile"):
+        if stage == "fit" and self.spec.compile:
             self.model.compile()  # a second fit replaces the compiled call, it does not nest
 
     def log_step(self, name: str, value: torch.Tensor, batch_size: int) -> None:
@@ -124,4 +115,4 @@ class AttnxModule(pl.LightningModule):
 
     # the generators' states, which a resume needs too, are attnx.lit.resume.ExactResume's
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
-        checkpoint["attnx_spec"] = self.spec
+        checkpoint["attnx_spec"] = self.spec.to_dict()

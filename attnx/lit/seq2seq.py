@@ -9,8 +9,6 @@ the task's raw references, which may be several per example and keep words the v
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 import torch.nn.functional as F
 from torchmetrics import MeanMetric, MetricCollection
@@ -19,13 +17,15 @@ from torchmetrics.text import Perplexity
 from attnx import registry
 from attnx.lit.metrics import ByLength
 from attnx.lit.module import AttnxModule
+from attnx.models.sites import Sites
+from attnx.models.spec import ModelSpec
 from attnx.tasks.base import Batch, Task
 from attnx.vocab import PAD, Vocab
 
 
 class Seq2SeqModule(AttnxModule):
-    def __init__(self, spec: dict[str, Any]) -> None:
-        super().__init__(spec)
+    def __init__(self, spec: ModelSpec, sites: Sites | None = None) -> None:
+        super().__init__(spec, sites)
         # every metric a torchmetrics Metric, the loss too: under DDP each is reduced over all ranks'
         # examples when computed (torchmetrics' sync), so it is the split's whatever the number of ranks
         metrics = MetricCollection(
@@ -40,8 +40,8 @@ class Seq2SeqModule(AttnxModule):
         self.test_metrics = metrics.clone(prefix="test/")
         self.test_by_length = ByLength()  # exact match per source length: results.json's by_length
         # An unbuilt task (cheap: no data) says which text metrics apply and how outputs read as text.
-        self.task: Task = registry.build("task", spec["task"])
-        self.tgt_vocab = Vocab(spec["tgt_itos"])
+        self.task: Task = registry.build("task", spec.task)
+        self.tgt_vocab = Vocab(spec.tgt_itos or [])
         text = self.task.text_metrics()
         self.val_text = MetricCollection(text, prefix="val/", compute_groups=False) if text else None
         self.test_text = self.val_text.clone(prefix="test/") if text else None
@@ -76,7 +76,7 @@ class Seq2SeqModule(AttnxModule):
 
     def decode(self, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:
         """Output token ids [B, L] by the configured decoder (greedy or beam search)."""
-        cfg = self.spec["decode"]
+        cfg = self.spec.decode
         max_len = int(cfg["max_len_ratio"] * int(src_len.max())) + 5
         if cfg["beam_size"] > 1:
             tokens, _ = self.model.beam_search(

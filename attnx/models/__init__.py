@@ -1,7 +1,20 @@
-"""Models assembled from the registries: `Seq2Seq` and `Classifier`, built by `build_model`."""
+"""Models assembled from the registries: `Seq2Seq`, `Classifier` and `CausalLM`, built by `build_model` from
+config sections or by `model_from_spec` from a `ModelSpec`, on their checked attention `Sites`."""
 
-from attnx.models.build import build_model, resolve_score_name
+from attnx.models.assembly import build_model, model_from_spec
 from attnx.models.classifier import Classifier
 from attnx.models.seq2seq import Seq2Seq
+from attnx.models.sites import Sites, resolve_score_name, resolve_sites
+from attnx.models.spec import ModelSpec, ModelType
 
-__all__ = ["Classifier", "Seq2Seq", "build_model", "resolve_score_name"]
+__all__ = [
+    "Classifier",
+    "ModelSpec",
+    "ModelType",
+    "Seq2Seq",
+    "Sites",
+    "build_model",
+    "model_from_spec",
+    "resolve_score_name",
+    "resolve_sites",
+]

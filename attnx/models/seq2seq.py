@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from attnx.nn.decoders import RNNDecoder
+from attnx.nn.decoders import Decoder
 from attnx.nn.encoders import Encoder, EncoderOutput
 from attnx.vocab import BOS, EOS, PAD
 
@@ -22,7 +22,7 @@ def gnmt_penalty(lengths: torch.Tensor, alpha: float) -> torch.Tensor:
 
 
 class Seq2Seq(nn.Module):
-    def __init__(self, encoder: Encoder, decoder: RNNDecoder) -> None:
+    def __init__(self, encoder: Encoder, decoder: Decoder) -> None:
         super().__init__()
         self.encoder = encoder
         self.decoder = decoder

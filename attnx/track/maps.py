@@ -1,7 +1,8 @@
 """Attention maps of a trained attnx model on a few examples, with the tokens that label their axes.
 
-Only the contract's returned weights are read, so plugin mechanisms work unchanged and mechanisms
-without weights (`none`, `fixed_c`) yield no map:
+Each map names the mechanism behind it as the model's checked attention sites have it (`module.sites`,
+the ones its model was built on). Only the contract's returned weights are read, so plugin mechanisms
+work unchanged and mechanisms without weights (`none`, `fixed_c`) yield no map:
 - seq2seq: decoder cross-attention per output step. The input is decoded as the model is evaluated
   (greedy or beam search) and the output then teacher-forced, which gives the weights behind each
   emitted token whatever the decoder (Bahdanau et al. 2015, Fig. 3);
@@ -19,8 +20,9 @@ from typing import Any
 
 import torch
 
-from attnx import registry
 from attnx.models.seq2seq import until_eos
+from attnx.models.sites import Sites
+from attnx.models.spec import ModelSpec
 from attnx.tasks.base import Batch
 from attnx.vocab import BOS, PAD, Vocab
 
@@ -62,23 +64,20 @@ def attention_maps(
     `heads`: "each" keeps one map per head, "mean" averages them. `self_attention` adds the
     encoder's self-attention of `layers` (indices, negative from the end; None = all)."""
     spec, model = module.spec, module.model
-    if spec["model_type"] == "lm":
+    if spec.model_type == "lm":
         return [[_heads(m, heads) for m in example] for example in _language_model(module, batch, layers)]
     recorders = [m for m in (model.encoder, getattr(model, "decoder", None)) if hasattr(m, "record_weights")]
     recorders = recorders if self_attention else []
     for recorder in recorders:
         recorder.record_weights = True  # kept by the forward pass below, read back after it
     try:
-        if spec["model_type"] == "seq2seq":
-            maps = _cross_attention(module, batch)
-        else:
-            maps = _pooling(model, spec, batch)
+        maps = _cross_attention(module, batch) if spec.model_type == "seq2seq" else _pooling(module, batch)
         if model.encoder in recorders:
             maps = [
-                own + more for own, more in zip(maps, _self_attention(model.encoder, spec, batch, layers))
+                own + more for own, more in zip(maps, _self_attention(model.encoder, module, batch, layers))
             ]
         if getattr(model, "decoder", None) in recorders:
-            decoder_maps = _decoder_self_attention(model.decoder, spec, maps, layers)
+            decoder_maps = _decoder_self_attention(model.decoder, module.sites, maps, layers)
             maps = [own + more for own, more in zip(maps, decoder_maps)]
     finally:
         for recorder in recorders:
@@ -86,21 +85,9 @@ def attention_maps(
     return [[_heads(m, heads) for m in example] for example in maps]
 
 
-def _sources(spec: dict[str, Any], batch: Batch) -> list[list[str]]:
-    vocab = spec["src_itos"]
+def _sources(spec: ModelSpec, batch: Batch) -> list[list[str]]:
+    vocab = spec.src_itos
     return [[vocab[i] for i in row[:n]] for row, n in zip(batch.src.tolist(), batch.src_len.tolist())]
-
-
-def _named(name: str, score: str | None, default: str | None) -> str:
-    """`name`, plus the score function when it is not the mechanism's own (`dot` with `general`)."""
-    return name if score in (None, default) else f"{name} ({score} score)"
-
-
-def _mechanism(spec: dict[str, Any], role: str) -> str:
-    """The mechanism as the run configured it, in `role`: "additive cross-attention", "dot pooling"."""
-    name = spec["attention"]["name"]
-    score = (spec.get("score") or {}).get("name")
-    return _named(f"{name} {role}", score, registry.get("attention", name).default_score)
 
 
 def _cross_attention(module: Any, batch: Batch) -> list[list[AttentionMap]]:
@@ -111,8 +98,8 @@ def _cross_attention(module: Any, batch: Batch) -> list[list[AttentionMap]]:
         return [[] for _ in range(len(batch.src))]
     weights = weights if weights.dim() == 4 else weights.unsqueeze(1)  # [B, H, L, Tk]
     steps = until_eos(output).sum(1).tolist()  # emitted tokens, EOS included
-    tgt_vocab = Vocab(module.spec["tgt_itos"])
-    name = _mechanism(module.spec, "cross-attention")
+    tgt_vocab = Vocab(module.spec.tgt_itos)
+    name = module.sites.attention.describe("cross-attention")
     maps = []
     for b, source in enumerate(_sources(module.spec, batch)):
         words = tgt_vocab.decode(output[b].tolist())
@@ -126,14 +113,15 @@ def _cross_attention(module: Any, batch: Batch) -> list[list[AttentionMap]]:
     return maps
 
 
-def _pooling(model: Any, spec: dict[str, Any], batch: Batch) -> list[list[AttentionMap]]:
-    logits, weights = model(batch.src, batch.src_len, need_weights=True)
+def _pooling(module: Any, batch: Batch) -> list[list[AttentionMap]]:
+    spec = module.spec
+    logits, weights = module.model(batch.src, batch.src_len, need_weights=True)
     if weights is None:
         return [[] for _ in range(len(batch.src))]
     weights = weights if weights.dim() == 3 else weights.unsqueeze(1)  # [B, H, T]
-    classes = spec["classes"]
+    classes = spec.classes
     predicted = logits.argmax(-1).tolist()
-    name = _mechanism(spec, "pooling")
+    name = module.sites.attention.describe("pooling")
     maps = []
     for b, source in enumerate(_sources(spec, batch)):
         truth = classes[int(batch.label[b])] if batch.label is not None else "?"
@@ -166,7 +154,7 @@ def _language_model(module: Any, batch: Batch, layers: list[int] | None) -> list
                     source,
                     source,
                     title,
-                    _mechanism(spec, f"causal self-attention layer {i + 1}"),
+                    module.sites.attention.describe(f"causal self-attention layer {i + 1}"),
                     "position (queries)",
                     "position (keys)",
                 )
@@ -176,13 +164,9 @@ def _language_model(module: Any, batch: Batch, layers: list[int] | None) -> list
     return maps
 
 
-def _slot_name(spec: dict[str, Any], kind: str, what: str) -> str:
-    """The mechanism of a slot as configured: "multi_head self-attention layer", "dot (alibi score) ..."."""
-    section = spec[kind]
-    slot_name, slot = next(iter(registry.slots_of(registry.get(kind, section["name"])).items()))
-    name = (section.get(slot_name) or {"name": slot.default})["name"]
-    score = (section.get(slot.score) or {}).get("name")
-    return _named(f"{name} {what}", score, registry.get("attention", name).default_score)
+def _slot_name(sites: Sites, kind: str, what: str) -> str:
+    """The mechanism of `kind`'s (first) slot as configured: "multi_head self-attention layer 2"."""
+    return next(iter(sites.slots(kind).values())).describe(what)
 
 
 def _chosen(recorded: list[Any], layers: list[int] | None) -> list[int]:
@@ -195,13 +179,14 @@ def _per_head(w: torch.Tensor) -> torch.Tensor:
 
 
 def _self_attention(
-    encoder: Any, spec: dict[str, Any], batch: Batch, layers: list[int] | None
+    encoder: Any, module: Any, batch: Batch, layers: list[int] | None
 ) -> list[list[AttentionMap]]:
     """Maps from the weights the encoder recorded during the pass above ([B, (H,) T', T'] per layer;
     T' = T + 1 when a CLS token leads the sequence); none for a mechanism without weights."""
     recorded = encoder.attention_weights
     chosen = [i for i in _chosen(recorded, layers) if recorded[i] is not None]
-    title, rows = f"{spec['encoder']['name']} encoder", "source (queries)"
+    spec = module.spec
+    title, rows = f"{spec.encoder['name']} encoder", "source (queries)"
     maps: list[list[AttentionMap]] = []
     for b, source in enumerate(_sources(spec, batch)):
         example = []
@@ -210,14 +195,14 @@ def _self_attention(
             labels = (["<cls>"] if w.shape[-1] > batch.src.shape[1] else []) + source
             n = len(labels)
             kind = f"self_layer{i + 1}"
-            name = _slot_name(spec, "encoder", f"self-attention layer {i + 1}")
+            name = _slot_name(module.sites, "encoder", f"self-attention layer {i + 1}")
             example.append(AttentionMap(kind, w[:, :n, :n], labels, labels, title, name, rows))
         maps.append(example)
     return maps
 
 
 def _decoder_self_attention(
-    decoder: Any, spec: dict[str, Any], maps: list[list[AttentionMap]], layers: list[int] | None
+    decoder: Any, sites: Sites, maps: list[list[AttentionMap]], layers: list[int] | None
 ) -> list[list[AttentionMap]]:
     """The decoder's causal self-attention from its recorded pass over the emitted output: query t is the
     step that emitted output t, and it reads the decoder's inputs <bos>, y_1, .., y_t."""
@@ -238,7 +223,7 @@ def _decoder_self_attention(
                     cross.rows,
                     inputs,
                     cross.title,
-                    _slot_name(spec, "decoder", f"decoder self-attention layer {i + 1}"),
+                    _slot_name(sites, "decoder", f"decoder self-attention layer {i + 1}"),
                     "output step (queries)",
                     "decoder input (keys)",
                 )

@@ -14,7 +14,7 @@ import hydra
 from omegaconf import DictConfig
 
 from attnx import registry
-from attnx.config.compose import CONF_DIR, ConfigError, check_overrides, search_path_override
+from attnx.config.compose import CONF_DIR, ConfigError, check_overrides, renamed_keys, search_path_override
 from attnx.track import sweep
 from attnx.track.signals import Interrupted
 from attnx.train.preflight import check_sweep
@@ -24,6 +24,7 @@ HELP = ("-h", "--help", "--hydra-help")
 
 
 def main(argv: list[str]) -> int:
+    argv = renamed_keys(argv)  # `model.dropout=...` is `classifier.dropout=...` now
     try:
         if not any(flag in argv for flag in HELP):  # help imports no plugin code
             registry.load_all()

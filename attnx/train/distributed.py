@@ -12,7 +12,7 @@ other ranks come from:
 - under torchrun, from torchrun;
 - otherwise from `local_ranks`. Lightning's own launcher would run this process's command line again
   for each further rank, and under attnx that command is a sweep, a launcher's worker or a test, not
-  this job. So attnx starts ranks 1..N-1 itself, as `python -m attnx.train.distributed` given this job's
+  this job. So attnx starts ranks 1..N-1 itself, as `python -m attnx.train.rank` given this job's
   config and Hydra state (what Hydra's own launchers hand a worker: `Singleton.get_state()`), with the
   variables Lightning reads for processes started outside it (torchrun's MASTER_ADDR, MASTER_PORT,
   WORLD_SIZE, NODE_RANK, LOCAL_RANK), and keeps them in step with this one: they end with it.
@@ -31,6 +31,7 @@ from typing import Any
 log = logging.getLogger("attnx")
 CHILD_EXIT_S = 60  # how long rank 0 waits for the others once its run has ended, before killing them
 NODE_VARIABLES = ("MASTER_ADDR", "NODE_RANK")  # what Lightning's own environment reads for several nodes
+RANK_MAIN = "attnx.train.rank"  # what a started rank runs: named, not imported, since it imports the run
 
 
 def rank() -> int:
@@ -90,7 +91,7 @@ def local_ranks(trainer: Any, cfg: Any) -> Iterator[None]:
     try:
         for local in range(1, trainer.num_devices):
             env = os.environ | {"LOCAL_RANK": str(local), sweep.PARENT: str(os.getpid())}
-            child = subprocess.Popen([sys.executable, "-m", __name__], stdin=subprocess.PIPE, env=env)
+            child = subprocess.Popen([sys.executable, "-m", RANK_MAIN], stdin=subprocess.PIPE, env=env)
             assert child.stdin is not None
             child.stdin.write(payload)
             child.stdin.close()
@@ -117,23 +118,3 @@ def local_ranks(trainer: Any, cfg: Any) -> Iterator[None]:
                 os.environ.pop(key, None)
             else:
                 os.environ[key] = value
-
-
-def _rank_main() -> int:
-    """A rank started by `local_ranks`: this job's Hydra state and config from stdin, then the job."""
-    import pickle
-
-    from hydra.core.singleton import Singleton
-    from hydra.core.utils import setup_globals
-
-    from attnx.train.run import train
-
-    state, cfg = pickle.load(sys.stdin.buffer)  # cloudpickle's output loads with pickle
-    Singleton.set_state(state)
-    setup_globals()
-    train(cfg)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(_rank_main())

@@ -9,9 +9,10 @@ is known before: its fixed overrides with each value of its choices and ranges a
 intervals, one job per value (`covering_jobs`). A value drawn inside an interval, and a combination
 of drawn values, are checked by its trial when it runs.
 
-Each job gets what `attnx.train.run.assemble` checks before it builds any data: `attnx.config.checks.validate`
-and the task's constructor (its own argument checks: `task.min_len <= task.max_len`). The jobs share
-one Hydra initialisation; `validate` imports Lightning once, for the Trainer's signature.
+Each job gets what `attnx.train.assemble.assemble` checks before it builds any data:
+`attnx.config.validation.validate` and the task's constructor (its own argument checks:
+`task.min_len <= task.max_len`). The jobs share one Hydra initialisation; `validate` imports Lightning
+once, for the Trainer's signature.
 """
 
 from __future__ import annotations
@@ -95,10 +96,10 @@ def sweep_jobs(task: list[Any], sweeper: DictConfig, parser: Any) -> tuple[list[
 
 
 def check_job(cfg: DictConfig) -> None:
-    """What a job checks before it builds its data (`attnx.train.run.assemble`), on its config composed
-    with the `hydra` node (which the job's own config lacks). A SLURM job's accelerator is its node's
-    to have, not this machine's."""
-    from attnx.config.checks import validate
+    """What a job checks before it builds its data (`attnx.train.assemble.assemble`), on its config
+    composed with the `hydra` node (which the job's own config lacks). A SLURM job's accelerator is its
+    node's to have, not this machine's."""
+    from attnx.config.validation import validate
 
     check_missing(cfg)
     check_slurm_tasks(cfg)
@@ -114,7 +115,7 @@ def check_search(cfg: DictConfig) -> None:
     trial after it trained: an `optimized_metric` the runs log (their validation metrics, and the same
     at test). Checked on one job, with its data built."""
     from attnx.lit import lit_module
-    from attnx.train.run import model_spec
+    from attnx.train.assemble import model_spec
 
     task = registry.build("task", cfg.task)
     task.setup()

@@ -2,7 +2,7 @@
 
 A run holds its folder's lock (attnx.track.lock) from start to end, records `running` before it
 trains, and ends `completed`, `failed` or `interrupted` (SIGTERM/SIGINT: a checkpoint is saved and
-the exit code is 143/130).
+the exit code is 143/130). The objects it runs are assembled by `attnx.train.assemble`.
 
 Plugins are discovered in `attnx.train.cli.main` before Hydra composes anything, and again by `train`
 in every job: launchers that run jobs in other processes (joblib's loky workers, submitit) call the task
@@ -19,7 +19,6 @@ import math
 import os
 import signal
 import socket
-import sys
 import time
 import traceback
 import warnings
@@ -32,14 +31,13 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from attnx import registry
-from attnx.config.checks import check_lengths, check_monitors, validate
-from attnx.config.compose import ConfigError, one_line, plain
-from attnx.models.build import resolve_score_name
+from attnx.config.compose import ConfigError, one_line
 from attnx.track import sweep
 from attnx.track.lock import RunFolderBusy, RunLock
 from attnx.track.results import Record, completed
 from attnx.track.signals import Interrupted, Signals
 from attnx.train import distributed
+from attnx.train.assemble import assemble, checkpoint_dir
 
 CHOICES = ("task", "encoder", "decoder", "attention", "score")  # recorded by registered name in results
 
@@ -127,13 +125,12 @@ def _run(
         try:
             record["config"] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
             task, module, trainer = assemble(cfg, signals)
-            record["choices"]["score"] = resolve_score_name(cfg.attention.name, plain(cfg.get("score")))
+            record["choices"]["score"] = module.sites.attention.score  # the score validation resolved
             # a classifier has no decoder, an lm no encoder either: those groups' defaults are unused
-            if task.model_type != "seq2seq":
-                record["choices"]["decoder"] = None
-            if task.model_type == "lm":
-                record["choices"]["encoder"] = None
-            record["model_type"] = task.model_type
+            for part in ("encoder", "decoder"):
+                if part not in module.spec.parts:
+                    record["choices"][part] = None
+            record["model_type"] = module.spec.model_type
         except (ConfigError, ValueError, registry.RegistryError, OmegaConfBaseException) as error:
             return _fail(record, error, multirun, user_error=True)
         return _fit(cfg, task, module, trainer, record)
@@ -152,115 +149,6 @@ def _run(
             from attnx.track.loggers import finish_logging
 
             finish_logging(trainer.loggers, record)
-
-
-def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any, Any]:
-    """(task, LightningModule, Trainer) for a composed config, seeded; the task's data is built.
-    With `signals`, SIGTERM/SIGINT stop the Trainer at a batch end and save last.ckpt."""
-    import torch
-
-    from attnx.lit import checkpoints
-
-    validate(cfg)
-    if cfg.ckpt_path is not None:
-        try:
-            checkpoints.load(cfg.ckpt_path)
-        except checkpoints.CheckpointError as error:
-            raise ConfigError(f"ckpt_path={cfg.ckpt_path}: {error.reason}") from None
-    torch.set_num_threads(cfg.threads)
-    # Lightning's DDP launch sets cpu_count / processes threads unless OMP_NUM_THREADS says otherwise
-    os.environ["OMP_NUM_THREADS"] = str(cfg.threads)
-
-    import lightning.pytorch as pl
-    from hydra.errors import InstantiationException
-    from lightning.fabric.utilities.exceptions import MisconfigurationException
-
-    from attnx.lit import lit_module
-
-    pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    task = registry.build("task", cfg.task)
-    task.setup()
-    check_lengths(cfg, task)
-    module = lit_module(model_spec(cfg, task))
-    check_monitors(cfg, module.logged_metrics(), cfg.task.name)
-    try:
-        trainer = _trainer(cfg, signals)
-    except (InstantiationException, MisconfigurationException) as error:  # what validate cannot see
-        raise ConfigError(f"trainer: {error.__cause__ or error}") from None
-    distributed.check_nodes(trainer)  # the cluster environment is the Trainer's: known once it exists
-    return task, module, trainer
-
-
-def model_spec(cfg: DictConfig, task: Any) -> dict[str, Any]:
-    """What rebuilds the model without the data (`AttnxModule`'s spec, stored in checkpoints): the
-    config sections of a composed config and the built task's vocabularies."""
-    return {
-        "model_type": task.model_type,
-        "task": plain(cfg.task),
-        "encoder": plain(cfg.encoder) if task.model_type != "lm" else None,
-        "decoder": plain(cfg.decoder) if task.model_type == "seq2seq" else None,
-        "lm": plain(cfg.lm) if task.model_type == "lm" else None,
-        "attention": plain(cfg.attention),
-        "score": plain(cfg.get("score")),
-        "model": plain(cfg.model),
-        "optim": plain(cfg.optim),
-        "decode": plain(cfg.decode),
-        "compile": cfg.compile,
-        "embedding_seed": cfg.seed if cfg.paired_embeddings else None,
-        "src_itos": task.src_vocab.itos,
-        "tgt_itos": task.tgt_vocab.itos if task.model_type == "seq2seq" else None,
-        "classes": list(task.classes) if task.model_type == "classification" else None,
-    }
-
-
-def _trainer(cfg: DictConfig, signals: Signals | None) -> Any:
-    """The Trainer: the configured callbacks and loggers, plus attnx's checkpoint I/O (atomic writes,
-    checksums, safe loading) and interruption handling."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-    from lightning.pytorch.callbacks import RichProgressBar
-    from lightning.pytorch.plugins.environments import SLURMEnvironment
-
-    from attnx.lit.checkpoints import VerifiedCheckpointIO
-    from attnx.lit.interrupt import SaveOnInterrupt
-    from attnx.lit.resume import ExactResume
-
-    callbacks = []
-    for name, node in (cfg.get("callbacks") or {}).items():
-        try:
-            callback = None if node is None else instantiate(node)
-        except InstantiationException as error:  # a value its type allows but the callback refuses
-            raise ConfigError(f"callbacks.{name}: {error.__cause__ or error}") from None
-        if callback is not None:  # a factory may return None for "none" (stop_at without a threshold)
-            callbacks.append(callback)
-    callbacks.append(ExactResume())  # a resumed run goes on as the interrupted one would have
-    if signals is not None:
-        callbacks.append(SaveOnInterrupt(signals, checkpoint_dir(cfg)))
-    plugins: list[Any] = [VerifiedCheckpointIO()]
-    if SLURMEnvironment.detect():  # submitit owns SLURM's requeue signal, not Lightning (signals.py)
-        plugins.append(SLURMEnvironment(auto_requeue=False))
-    loggers = [instantiate(lg) for lg in (cfg.get("logger") or {}).values() if lg is not None]
-    progress = cfg.trainer.enable_progress_bar
-    if progress is None:
-        progress = sys.stdout.isatty() and not os.environ.get("CI")
-    if progress:
-        callbacks.append(RichProgressBar())
-    return instantiate(
-        cfg.trainer,
-        callbacks=callbacks,
-        logger=loggers or False,
-        enable_progress_bar=progress,
-        plugins=plugins,
-        # the task's batch sampler gives each DDP rank its share (attnx.lit.datamodule): Lightning's
-        # DistributedSampler around it would shard whole batches, repeating some to even out the ranks
-        use_distributed_sampler=False,
-    )
-
-
-def checkpoint_dir(cfg: DictConfig) -> Path:
-    """The run's checkpoint folder: the ModelCheckpoint callback's, `<run>/checkpoints` by default."""
-    configured = OmegaConf.select(cfg, "callbacks.model_checkpoint.dirpath", default=None)
-    return Path(configured or Path(cfg.paths.output_dir) / "checkpoints")
 
 
 def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) -> Any:

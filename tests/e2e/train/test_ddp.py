@@ -31,7 +31,7 @@ LEARNS = [
     "optim.lr=0.01",
     "optim.scheduler.warmup_steps=0",
     "decoder.dropout=0",
-    "model.dropout=0",
+    "classifier.dropout=0",
     "callbacks.attention_heatmaps=null",
     "test=false",
 ]

@@ -479,7 +479,7 @@ def test_under_slurm_the_requeue_signal_is_left_to_submitit(monkeypatch: pytest.
 
     from attnx.config.compose import compose
     from attnx.lit.checkpoints import VerifiedCheckpointIO
-    from attnx.train.run import assemble
+    from attnx.train.assemble import assemble
 
     registry.load_all()
     for key, value in {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "attnx", "SLURM_JOB_ID": "7"}.items():

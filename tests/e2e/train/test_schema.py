@@ -17,7 +17,7 @@ from attnx.cli import main as cli
     [
         ("optim.lr=abc", "optim.lr=abc; Value 'abc' of type 'str' could not be converted to Float"),
         ("threads=two", "threads=two; Value 'two' of type 'str' could not be converted to Integer"),
-        ("model.hiden_dim=8", "Key 'hiden_dim' not in 'ModelConfig'"),
+        ("classifier.hiden_dim=8", "Key 'hiden_dim' not in 'ClassifierConfig'"),
         ("decode.beam=3", "Key 'beam' not in 'DecodeConfig'"),
         ("+decode.beam=3", "unknown key decode.beam; allowed: beam_size, length_penalty, max_len_ratio"),
         ("optim=sgd optim.optimizer.betas=[0.9,0.99]", "Key 'betas' not in 'SGDConfig'"),

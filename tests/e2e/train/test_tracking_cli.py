@@ -59,7 +59,7 @@ def _trained(tmp: Path, *overrides: str) -> tuple[Any, Batch]:
     """A module trained for one tiny epoch, loaded back from its checkpoint, and two validation examples."""
     train(tmp, *overrides, *TINY_DRAWN)
     module = load(str(tmp / "checkpoints" / "last.ckpt"))
-    task = registry.build("task", module.spec["task"])
+    task = registry.build("task", module.spec.task)
     return module, next(iter(task.dataloader("val", batch_size=2)))
 
 
@@ -72,7 +72,7 @@ def test_pooling_maps_per_head_and_layer_are_labelled_with_the_input_tokens(tmp_
     pooling, last_layer = attention_maps(module, batch, heads="each", layers=[-1])[0]
     n = int(batch.src_len[0])
     assert pooling.kind == "pooling" and pooling.weights.shape == (4, 1, n)
-    assert pooling.cols == [module.spec["src_itos"][i] for i in batch.src[0, :n]]
+    assert pooling.cols == [module.spec.src_itos[i] for i in batch.src[0, :n]]
     torch.testing.assert_close(pooling.weights.sum(-1), torch.ones(4, 1))
     assert last_layer.kind == "self_layer1" and last_layer.weights.shape == (2, n + 1, n + 1)
     assert last_layer.rows == last_layer.cols == ["<cls>", *pooling.cols]
@@ -96,10 +96,10 @@ def test_cross_attention_maps_are_the_decoding_weights_one_row_per_emitted_token
     module, batch = _trained(tmp_path, "task=reverse", "attention=dot", *TINY_RNN)
     output = module.decode(batch.src, batch.src_len)
     _, decoding_weights = module.model.greedy(batch.src, batch.src_len, output.shape[1])
-    vocab = Vocab(module.spec["tgt_itos"])
+    vocab = Vocab(module.spec.tgt_itos)
     for b, ((cross,), n) in enumerate(zip(attention_maps(module, batch), batch.src_len.tolist())):
         emitted = vocab.decode(output[b].tolist()) + (["<eos>"] if EOS in output[b] else [])
-        assert cross.rows == emitted and cross.cols == [module.spec["src_itos"][i] for i in batch.src[b, :n]]
+        assert cross.rows == emitted and cross.cols == [module.spec.src_itos[i] for i in batch.src[b, :n]]
         torch.testing.assert_close(cross.weights[0], decoding_weights[b, : len(emitted), :n])
         figure = heatmap(cross)
         assert panels(figure) == [("dot cross-attention", "source (keys)")]
@@ -111,7 +111,7 @@ def test_a_transformer_shows_cross_attention_and_both_self_attentions(tmp_path: 
     output step reading the decoder inputs up to its own."""
     train(tmp_path, "task=reverse", "attention=dot", *TINY_SELF_ATTN, *TINY_TRANSFORMER, *TINY_BUDGET)
     module = load(str(tmp_path / "checkpoints" / "last.ckpt"))
-    task = registry.build("task", module.spec["task"])
+    task = registry.build("task", module.spec.task)
     batch = next(iter(task.dataloader("val", batch_size=2)))
     output = module.decode(batch.src, batch.src_len)
     _, decoding_weights = module.model.greedy(batch.src, batch.src_len, output.shape[1])

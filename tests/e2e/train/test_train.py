@@ -67,10 +67,12 @@ def test_predict_prints_output_and_attended_tokens(tmp_path: Path, capsys: pytes
     assert heading == "additive cross-attention: output step (queries) <- source (keys), top 3"
     assert steps and all("<-" in line for line in steps)  # one line per output step, its attended tokens
 
-    # A checkpoint from an older version: the mechanism under another name, a hyperparameter since removed,
-    # the rnn decoder's sizes under `model` (before decoders were a registry kind)
+    # A checkpoint from an older version: an unversioned spec (ModelSpec's version 0), the mechanism under
+    # another name, a hyperparameter since removed, the rnn decoder's sizes under `model` (before decoders
+    # were a registry kind)
     checkpoint = torch.load(ckpt, map_location="cpu", weights_only=True)
     spec = checkpoint["attnx_spec"]
+    del spec["version"], spec["classifier"]
     spec["attention"] = {"name": "bahdanau", "removed_since": 1}
     spec["model"] = {k: v for k, v in spec.pop("decoder").items() if k != "name"}
     torch.save(checkpoint, tmp_path / "old.ckpt")
@@ -218,7 +220,7 @@ def test_user_config_folders_join_the_overrides_not_the_flags(
 ) -> None:
     """`hydra.searchpath=[...]` goes among the overrides: put before `-m` it ended the run of positional
     arguments argparse takes, and a sweep launched with a ./conf folder failed as "unrecognized"."""
-    from attnx.train.run import with_search_path
+    from attnx.train.cli import with_search_path
 
     monkeypatch.setenv("ATTNX_CONFIG_PATH", str(tmp_path))
     [searchpath] = config.search_path_override()
@@ -239,7 +241,7 @@ def test_exact_match_by_source_length_sums_to_the_test_exact_match(tmp_path: Pat
 def test_paired_embeddings_start_every_mechanism_from_the_same_tables() -> None:
     from attnx import registry
     from attnx.lit import lit_module
-    from attnx.train.run import model_spec
+    from attnx.train.assemble import model_spec
 
     registry.load_all()
 

@@ -11,7 +11,7 @@ import pytest
 from omegaconf import OmegaConf
 
 from attnx import registry
-from attnx.config import checks
+from attnx.config import validation
 from attnx.config.compose import CONF_DIR, compose
 
 FOLDER = Path(CONF_DIR) / "task_defaults"
@@ -24,7 +24,7 @@ SHIPPED_ENCODER = sorted(p.stem for p in (FOLDER / "encoder").glob("*.yaml"))  #
 
 
 # what a task's defaults may set; each is compared whole between tasks without a file
-SECTIONS = ("trainer", "callbacks", "model", "lm", "optim", "encoder", "decoder", "decode")
+SECTIONS = ("trainer", "callbacks", "classifier", "lm", "optim", "encoder", "decoder", "decode")
 
 
 def _compose(*overrides: str, hydra: bool = True):
@@ -68,7 +68,7 @@ def test_a_tasks_defaults_apply_to_it_and_validate(task: str) -> None:
     cfg = _compose(f"task={task}", hydra=False)
     for key, value in _values(FOLDER / f"{task}.yaml").items():
         assert OmegaConf.select(cfg, key) == value, key
-    checks.validate(cfg)  # trainer.* against Lightning's Trainer, bounds, dropout in [0, 1)
+    validation.validate(cfg)  # trainer.* against Lightning's Trainer, bounds, dropout in [0, 1)
 
 
 @pytest.mark.parametrize("stem", SHIPPED_ENCODER)
@@ -78,12 +78,12 @@ def test_a_tasks_encoder_defaults_apply_to_that_encoder_only(stem: str) -> None:
     expected = {**_values(FOLDER / f"{task}.yaml"), **_values(FOLDER / "encoder" / f"{stem}.yaml")}
     for key, value in expected.items():
         assert OmegaConf.select(cfg, key) == value, key
-    checks.validate(cfg)
+    validation.validate(cfg)
     for other in set(registry.available("encoder")) - {encoder}:  # keys of rnn's only must not reach another
         if f"{task}_{other}" not in SHIPPED_ENCODER:
             mine = _compose(f"task={task}", f"encoder={other}", hydra=False)
             assert mine.encoder == _compose("task=reverse", f"encoder={other}", hydra=False).encoder
-            checks.validate(mine)
+            validation.validate(mine)
 
 
 def test_sentiment_movies_checkpoints_by_validation_accuracy() -> None:

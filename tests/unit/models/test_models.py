@@ -220,7 +220,7 @@ def test_score_with_a_scoreless_mechanism_is_an_error(mechanism) -> None:
     ("kwargs", "message"),
     [
         ({"model_type": "translation"}, "model_type must be one of seq2seq, classification"),
-        ({"model": {"hiden_dim": 8}}, "unknown model key.*hiden_dim"),
+        ({"classifier": {"hiden_dim": 8}}, "unknown classifier key.*hiden_dim"),
         ({"tgt_vocab": None}, "needs tgt_vocab"),
         ({"model_type": "classification"}, "needs num_classes"),
     ],
@@ -232,7 +232,7 @@ def test_build_model_errors(kwargs, message) -> None:
         "encoder": ENCODERS[0],
         "attention": {"name": "additive"},
         "score": None,
-        "model": {},
+        "classifier": {},
         "decoder": SMALL,
         "tgt_vocab": TGT_VOCAB,
         **kwargs,

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import pytest
 import torch
-from attnx.models.build import build_model
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from attnx import registry
 from attnx.config.compose import CONF_DIR
+from attnx.models.assembly import build_model
 from attnx.vocab import BOS, EOS, PAD
 
 VOCAB = 12
@@ -25,7 +25,7 @@ TINY = [
     "decoder.num_layers=1",
     "decoder.ff_dim=8",
 ]
-SECTIONS = ("task", "encoder", "decoder", "attention", "score", "model")
+SECTIONS = ("task", "encoder", "decoder", "attention", "score", "classifier")
 # site -> the override keys of its mechanism and score. The rnn decoder's cross-attention and classifier
 # pooling, the 2015 sites, are covered with every built-in in test_models.py and test_train.py.
 SITES = {
@@ -67,7 +67,7 @@ def compose_site(site: str, mechanism: str, score: str | None) -> dict:
 
 def build(cfg: dict) -> torch.nn.Module:
     return build_model(
-        "seq2seq", VOCAB, cfg["encoder"], cfg["attention"], cfg["score"], cfg["model"], cfg["decoder"], VOCAB
+        "seq2seq", VOCAB, cfg["encoder"], cfg["attention"], cfg["score"], cfg["classifier"], cfg["decoder"], VOCAB
     )
 
 

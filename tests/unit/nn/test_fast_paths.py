@@ -22,7 +22,7 @@ from attnx.config.compose import compose
 from attnx.nn.attention import Mechanism, MultiHeadAttention
 from attnx.nn.encoders import SelfAttentionEncoder
 from attnx.testing import projection_loss
-from attnx.train.run import assemble
+from attnx.train.assemble import assemble
 
 
 @pytest.fixture

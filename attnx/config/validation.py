@@ -14,12 +14,16 @@ import types
 import typing
 from collections.abc import Callable, Iterable
 from fnmatch import fnmatch
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from attnx import registry
 from attnx.config.compose import ConfigError, plain
+from attnx.models.spec import PARTS
+
+if TYPE_CHECKING:
+    from attnx.models.sites import Sites
 
 # Bounds the schema's types cannot express: key -> (comparison, bound). A key that a config lacks (a user's
 # optimiser without weight_decay) is not checked.
@@ -33,11 +37,11 @@ BOUNDS = {
 }
 _COMPARE = {">": operator.gt, ">=": operator.ge}
 
-# Bounds by field name, one rule for every field of `model`, `lm` and the registry's sections (task,
+# Bounds by field name, one rule for every field of `classifier`, `lm` and the registry's sections (task,
 # encoder, attention, score: plugins' too, whose fields nobody listed): a size or a count is a
 # positive integer (a feed-forward width may be 0), a dropout probability lies in [0, 1). A field set
 # to null is not checked.
-SECTIONS = ("model", "lm", *registry.KINDS)
+SECTIONS = ("classifier", "lm", *registry.KINDS)
 FIELD_RULES: tuple[tuple[tuple[str, ...], str, Callable[[Any], bool]], ...] = (  # the first match applies
     (
         ("ff_dim",),
@@ -88,10 +92,11 @@ def check_betas(cfg: DictConfig) -> None:
         )
 
 
-def validate(cfg: DictConfig, here: bool = True) -> None:
+def validate(cfg: DictConfig, here: bool = True) -> Sites:
     """Semantic checks Hydra's types cannot express; each error names the keys involved. Not `here`:
     the run will run on another machine (a SLURM sweep's job, checked before it is submitted), whose
-    accelerators this one cannot see."""
+    accelerators this one cannot see. Returns the run's checked attention sites (`check_sites`), for
+    the model, the results record and the heatmaps."""
     appended = _appended(cfg)
     if appended:
         key, fields = appended[0]
@@ -103,23 +108,29 @@ def validate(cfg: DictConfig, here: bool = True) -> None:
         raise ConfigError(f"resume must be null or auto, got {cfg.resume!r}")
     check_trainer(cfg.trainer, here)
     check_callbacks(cfg)
-    check_plugins(check_sites(cfg).values())
+    sites = check_sites(cfg)
+    check_plugins(site.mechanism for site in sites.values())
+    return sites
 
 
-def check_sites(cfg: DictConfig) -> dict[str, Any]:
-    """Every attention site's mechanism can serve it (`attnx.models.build.sites`: capability flags,
-    positions), and the rnn decoder knows the cross-attention's placement. Returns the sites'
-    `Mechanism`s."""
-    from attnx.models.build import sites
+def check_sites(cfg: DictConfig) -> Sites:
+    """Every attention site's mechanism can serve it (`attnx.models.sites`: capability flags, positions),
+    and the rnn decoder knows the cross-attention's placement. Returns the checked sites, which the
+    model is then built from."""
+    from attnx.models.sites import resolve_sites
     from attnx.nn.attention import PLACEMENTS
 
     model_type = registry.get("task", cfg.task.name).model_type
+    parts = PARTS.get(model_type, ())
+    sections = {k: plain(cfg.get(k)) if k in parts else None for k in ("encoder", "decoder")}
     try:
-        found = sites(model_type, *(plain(cfg.get(k)) for k in ("encoder", "attention", "score", "decoder")))
+        found = resolve_sites(
+            model_type, attention=plain(cfg.attention), score=plain(cfg.get("score")), **sections
+        )
     except ValueError as error:
         raise ConfigError(str(error)) from None
     attention = registry.get("attention", cfg.attention.name)
-    if model_type == "seq2seq" and cfg.decoder.name == "rnn" and attention.placement not in PLACEMENTS:
+    if "decoder" in parts and cfg.decoder.name == "rnn" and attention.placement not in PLACEMENTS:
         raise ConfigError(
             f"attention={cfg.attention.name} cannot drive the rnn decoder (placement "
             f"{attention.placement!r}, expected one of {', '.join(PLACEMENTS)}), so it cannot be used with "
@@ -134,10 +145,9 @@ def check_lengths(cfg: DictConfig, task: Any) -> None:
     none) has no row past it. A decoder reads its targets (teacher-forced) and, on val and test, up to
     `decode.max_len_ratio` x source + 5 decoded steps. Otherwise a ValueError once training started."""
     sources = {split: int(data.src_len.max()) for split, data in task.splits.items() if len(data)}
-    reads: list[tuple[str, dict[str, int], str]] = [("lm", sources, "sequence")]  # (section, lengths, what)
-    if task.model_type != "lm":
-        reads = [("encoder", sources, "source")]
-    if task.model_type == "seq2seq":
+    parts = PARTS[task.model_type]  # the first reads the source (an lm's: the whole sequence)
+    reads = [(parts[0], sources, "source" if "encoder" in parts else "sequence")]  # (section, lengths, what)
+    if "decoder" in parts:
         decoded = {s: int(cfg.decode.max_len_ratio * n) + 5 for s, n in sources.items() if s != "train"}
         steps = {
             split: max(int(data.tgt_len.max()) - 1, decoded.get(split, 0))
@@ -264,7 +274,7 @@ def check_plugins(mechanisms: Iterable[Any]) -> None:
         return cls is not None and not cls.__module__.startswith("attnx.")
 
     for mechanism in mechanisms:
-        score = mechanism.score  # a partial of the score class (`models.build.score_factory`), or None
+        score = mechanism.score  # a partial of the score class (`models.sites.score_factory`), or None
         try:
             if score is not None and plugin(score.func):
                 check_score_shapes(score.func, **score.keywords)

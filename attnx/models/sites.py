@@ -1,0 +1,166 @@
+"""The attention sites of a model, checked once: `resolve_sites` gives every site its `Mechanism` (class,
+score, hyperparameters) after checking it against the site: its role (self, causal or cross: the
+mechanism's capability flags), whether the site has positions for a score that uses them, and whether the
+mechanism passes them on.
+
+Config validation computes a run's `Sites` before any data is built (`attnx.config.validation`); model
+assembly builds from them, the results record takes the score they resolved, and the heatmaps name each
+map's mechanism by them. No one resolves a site twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+from attnx import registry
+from attnx.models.spec import ModelSpec, ModelType, check_model_type
+from attnx.nn.attention import Mechanism
+from attnx.nn.scores import ScoreFactory
+from attnx.nn.transformer import refusal
+
+
+@dataclass(frozen=True)
+class Site:
+    """One site's mechanism and the registered names it was configured by."""
+
+    mechanism: Mechanism
+    attention: str  # the mechanism's registered name
+    score: str | None  # the score it uses (the configured one, else the mechanism's default), canonical
+
+    def describe(self, role: str) -> str:
+        """ "additive cross-attention", "dot pooling (general score)": the score named when it is not the
+        mechanism's own."""
+        name = f"{self.attention} {role}"
+        own = self.score in (None, self.mechanism.cls.default_score)
+        return name if own else f"{name} ({self.score} score)"
+
+
+@dataclass(frozen=True)
+class Sites(Mapping[str, Site]):
+    """Every attention site of a model, by key: `encoder.<slot>`, `attention` (the run's own: a decoder's
+    cross-attention, a classifier's pooling, an lm's causal self-attention) and `decoder.<slot>`."""
+
+    model_type: ModelType
+    found: dict[str, Site]
+
+    def __getitem__(self, key: str) -> Site:
+        return self.found[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.found)
+
+    def __len__(self) -> int:
+        return len(self.found)
+
+    @classmethod
+    def of(cls, spec: ModelSpec) -> Sites:
+        """The sites of the model `spec` describes (a checkpoint's, which validation never saw)."""
+        return resolve_sites(spec.model_type, spec.encoder, spec.attention, spec.score, spec.decoder)
+
+    @property
+    def attention(self) -> Site:
+        return self.found["attention"]
+
+    def slots(self, kind: str) -> dict[str, Site]:
+        """The sites of `kind`'s slots (`encoder`, `decoder`), by slot name, in the class's order."""
+        prefix = f"{kind}."
+        return {key.removeprefix(prefix): site for key, site in self.found.items() if key.startswith(prefix)}
+
+    def mechanisms(self, kind: str) -> dict[str, Mechanism]:
+        """What `kind`'s class takes for its slots."""
+        return {name: site.mechanism for name, site in self.slots(kind).items()}
+
+
+def resolve_score_name(attention_name: str, score_cfg: Mapping[str, Any] | None) -> str | None:
+    """The score a run really uses: the user's, else the mechanism's default. The one place of the
+    rule that a mechanism whose `default_score` is None takes no score."""
+    default = registry.get("attention", attention_name).default_score
+    if score_cfg is None:
+        return default
+    if default is None:
+        raise ValueError(
+            f"attention={attention_name} uses no score function; remove score={score_cfg['name']}"
+        )
+    return registry.registry("score").canonical(score_cfg["name"])
+
+
+def score_factory(score_cfg: Mapping[str, Any]) -> ScoreFactory:
+    """The score class with the config's hyperparameters bound: (query_dim, key_dim) -> Score. A mechanism
+    builds it through `build_score`, which also passes `num_heads` to a score that takes it."""
+    params = {k: v for k, v in score_cfg.items() if k != "name"}
+    return partial(registry.get("score", score_cfg["name"]), **params)
+
+
+def site(
+    where: tuple[str, str],
+    attention: Mapping[str, Any],
+    score: Mapping[str, Any] | None,
+    role: str,
+    has_positions: bool,
+) -> Site:
+    """The site's mechanism, or a ValueError naming the config keys (`where`: the attention and score
+    keys, e.g. ("encoder.attention", "encoder.score")) and the reason."""
+    attention_key, score_key = where
+    cls = registry.get("attention", attention["name"])
+    why = refusal(cls, role)
+    if why is not None:
+        raise ValueError(f"{attention_key}={attention['name']}: {why}")
+    try:
+        score_name = resolve_score_name(attention["name"], score)
+    except ValueError:
+        raise ValueError(
+            f"{attention_key}={attention['name']} uses no score function; remove {score_key}={score['name']}"
+        ) from None
+    if score_name is not None and registry.get("score", score_name).uses_positions:
+        if not has_positions:
+            raise ValueError(
+                f"{score_key}={score_name} uses positions, and this site ({attention_key}) has none"
+            )
+        if not cls.takes_positions:
+            raise ValueError(
+                f"{score_key}={score_name} uses positions, and {attention_key}={attention['name']} does "
+                "not pass them on (takes_positions = False)"
+            )
+    factory = None if score_name is None else score_factory(score or {"name": score_name})
+    hyperparams = {k: v for k, v in attention.items() if k != "name"}
+    return Site(Mechanism(cls, factory, hyperparams), attention["name"], score_name)
+
+
+def slot_sites(kind: str, section: Mapping[str, Any]) -> dict[str, Site]:
+    """A site per slot of a registered class (`registry.Slot`), from its section's sub-sections."""
+    found = {}
+    for name, slot in registry.slots_of(registry.get(kind, section["name"])).items():
+        attention = section.get(name) or {"name": slot.default}
+        where = (f"{kind}.{name}", f"{kind}.{slot.score}")
+        found[name] = site(where, attention, section.get(slot.score), slot.role, has_positions=True)
+    return found
+
+
+def resolve_sites(
+    model_type: str,
+    encoder: Mapping[str, Any] | None,
+    attention: Mapping[str, Any],
+    score: Mapping[str, Any] | None,
+    decoder: Mapping[str, Any] | None,
+) -> Sites:
+    """Every attention site of the model the sections describe, checked: the run's `attention` as an lm's
+    causal self-attention, the classifier's pooling or the decoder's cross-attention, and the slots of the
+    encoder and decoder (an lm has neither)."""
+    model_type = check_model_type(model_type)
+    run = (("attention", "score"), attention, score)
+    if model_type == "lm":
+        return Sites(model_type, {"attention": site(*run, "causal", has_positions=True)})
+    if encoder is None:
+        raise ValueError(f"a {model_type} model needs an encoder section")
+    found = {f"encoder.{k}": s for k, s in slot_sites("encoder", encoder).items()}
+    if model_type == "classification":
+        found["attention"] = site(*run, "cross", has_positions=False)
+        return Sites(model_type, found)
+    if decoder is None:
+        raise ValueError("a seq2seq model needs a decoder section")
+    found["attention"] = site(*run, "cross", registry.get("decoder", decoder["name"]).cross_positions)
+    found |= {f"decoder.{k}": s for k, s in slot_sites("decoder", decoder).items()}
+    return Sites(model_type, found)
