@@ -28,7 +28,8 @@ class Batch(NamedTuple):
     src_len: Tensor  # [B] long: non-PAD source tokens
     tgt: Tensor | None = None  # [B, U] long: BOS y1..yn EOS PAD..; trains on tgt[:, :-1] -> tgt[:, 1:]
     label: Tensor | None = None  # [B] long class index; classification only
-    index: Tensor | None = None  # [B] long: the examples' positions in their split (for raw references)
+    # [B] long: the examples' positions in their split (for raw references); shadows tuple.index
+    index: Tensor | None = None  # type: ignore[assignment]
 
 
 @dataclass
@@ -53,7 +54,11 @@ class PaddedSplit(Dataset):
     def __getitem__(self, index: Tensor) -> Batch:
         src_len = self.src_len[index]
         src = self.src[index, : int(src_len.max())]
-        tgt = None if self.tgt is None else self.tgt[index, : int(self.tgt_len[index].max())]
+        tgt = (
+            None
+            if self.tgt is None or self.tgt_len is None
+            else self.tgt[index, : int(self.tgt_len[index].max())]
+        )
         label = None if self.label is None else self.label[index]
         return Batch(src, src_len, tgt, label, index)
 
@@ -155,6 +160,8 @@ class ResumableLoader(DataLoader):
     saves the `state_dict` of a training loader that has one (its `_Stateful` protocol), and the
     resumed run loads it back before the epoch goes on (`attnx.lit.resume.ExactResume`)."""
 
+    sampler: IndexBatchSampler
+
     def state_dict(self) -> dict[str, int]:
         return self.sampler.state_dict()
 
@@ -180,7 +187,7 @@ def derive_seed(seed: int, stream: str, index: int = 0) -> int:
     return zlib.crc32(f"{seed}/{stream}/{index}".encode())
 
 
-def _as_is(batch: Batch) -> Batch:
+def _as_is(batch: Any) -> Any:  # the loader's collate_fn: a sampled index gives a whole Batch
     return batch
 
 
@@ -283,7 +290,9 @@ class Task:
         By default the one target of each example, read back from its ids; tasks with raw text
         override this so that references keep the words the vocabulary maps to UNK.
         """
-        rows = self.splits[split].tgt[index, 1:].tolist()  # past BOS
+        targets = self.splits[split].tgt
+        assert targets is not None, "references are of seq2seq tasks, whose splits have targets"
+        rows = targets[index, 1:].tolist()  # past BOS
         return [[self.detokenize(self.tgt_vocab.decode(row))] for row in rows]
 
     def tokenize(self, text: str) -> list[str]:

@@ -95,9 +95,10 @@ class FileTask(TextTask):
 
     def load(self, split: str) -> list[Example]:
         """The examples of one split's file; malformed rows raise or are counted and skipped."""
-        path = Path(self.files[split]).expanduser()
-        if not path.is_file():
-            raise ValueError(f"task.{split}_file={self.files[split]!r}: no such file")
+        file = self.files[split]
+        path = None if file is None else Path(file).expanduser()
+        if path is None or not path.is_file():
+            raise ValueError(f"task.{split}_file={file!r}: no such file")
         examples: list[Example] = []
         bad: list[tuple[int, Malformed]] = []
         try:
@@ -160,9 +161,10 @@ class TextClassificationTask(FileTask):
 
     def _table_rows(self, path: Path, delimiter: str) -> Iterator[Row]:
         # TSV fields cannot hold tabs or newlines, so quotes in TSV text are just characters.
-        quoting = csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
         with path.open(encoding="utf-8-sig", newline="") as file:
-            reader = csv.reader(file, delimiter=delimiter, quoting=quoting)
+            reader = csv.reader(
+                file, delimiter=delimiter, quoting=csv.QUOTE_NONE if delimiter == "\t" else csv.QUOTE_MINIMAL
+            )
             header = next(reader, None)
             if header is None:
                 raise ValueError(f"{path}: empty file (expected a header row naming the columns)")

@@ -11,6 +11,7 @@ LRA's files are omitted, as its input pipeline strips them. Label = the value, 1
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from attnx.registry import register_task
@@ -28,7 +29,7 @@ def _median(values: list[int]) -> int:
     return ordered[mid] if len(values) % 2 else (ordered[mid - 1] + ordered[mid]) // 2  # LRA: int(np.median)
 
 
-OPERATORS = {
+OPERATORS: dict[str, Callable[[list[int]], int]] = {
     "[MIN": min,
     "[MAX": max,
     "[MED": _median,

@@ -9,6 +9,7 @@ tokens, so "DH AH0" is two phonemes and "the cat" two words.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torchmetrics import Metric
@@ -47,8 +48,10 @@ class TokenErrorRate(Metric):
 
     full_state_update = False
     higher_is_better = False
+    edits: torch.Tensor  # states, made by add_state
+    length: torch.Tensor
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.add_state("edits", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("length", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
@@ -71,8 +74,10 @@ class SequenceErrorRate(Metric):
 
     full_state_update = False
     higher_is_better = False
+    errors: torch.Tensor  # states, made by add_state
+    total: torch.Tensor
 
-    def __init__(self, **kwargs) -> None:
+    def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.add_state("errors", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("total", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")

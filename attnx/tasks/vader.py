@@ -52,7 +52,10 @@ def ground_truth(sources: list[str]) -> dict[str, list[tuple[float, str]]]:
         for source in sources:
             name = f"hutto_ICWSM_2014/{CORPORA[source]}"
             rows: dict[str, float] = {}
-            for number, line in enumerate(inner.extractfile(name).read().decode("utf-8").splitlines(), 1):
+            member = inner.extractfile(name)
+            if member is None:
+                raise ValueError(f"{ARCHIVE}:{name}: not a file")
+            for number, line in enumerate(member.read().decode("utf-8").splitlines(), 1):
                 fields = line.split("\t", 2)  # snippet id, mean rating, text
                 if len(fields) != 3:
                     raise ValueError(f"{ARCHIVE}:{name}:{number}: expected 3 tab-separated fields")
