@@ -9,10 +9,14 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from attnx.cli import ArgumentParser
 from attnx.registry import KINDS, PluginImportError, load_all, registry, slots_of
 from attnx.table import markdown_table
+
+if TYPE_CHECKING:  # for the types only: nn is imported where it is used (`capabilities`)
+    from attnx.nn.attention import Attention
 
 
 def describe() -> str:
@@ -27,7 +31,8 @@ def describe() -> str:
             e = registry(kind).entry(name)
             params = [f"{k}={v}" for k, v in e.hyperparams().items()]
             if kind == "attention":
-                params = [f"placement={e.cls.placement}", f"default_score={e.cls.default_score}", *params]
+                cls: type[Attention] = e.cls
+                params = [f"placement={cls.placement}", f"default_score={cls.default_score}", *params]
             aliases = registry(kind).aliases(name)
             shown = f"{name} ({', '.join(aliases)})" if aliases else name
             rows.append([shown, e.origin, *([declared[1](e.cls)] if declared else []), " ".join(params)])
@@ -49,7 +54,7 @@ def slots(cls: type) -> str:
 
 
 # kind -> (column, what a class of that kind declares)
-DECLARED: dict[str, tuple[str, Callable[[type], str]]] = {
+DECLARED: dict[str, tuple[str, Callable[[Any], str]]] = {
     "score": ("uses_positions", lambda cls: str(cls.uses_positions)),
     "attention": ("capabilities", capabilities),
     "encoder": ("slots", slots),

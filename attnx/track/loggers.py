@@ -41,7 +41,7 @@ def wandb_logged_in() -> bool:
         return True
     host = urlparse(os.environ.get("WANDB_BASE_URL", WANDB_HOST)).hostname
     try:
-        return netrc.netrc(os.environ.get("NETRC")).authenticators(host) is not None
+        return netrc.netrc(os.environ.get("NETRC")).authenticators(host or "") is not None
     except (OSError, netrc.NetrcParseError):
         return False
 
