@@ -5,7 +5,8 @@ The folders are the markers: every test under `e2e/` (the real CLI, a Lightning 
 marked `e2e` here, so `make test-fast` (-m "not e2e and not slow") cannot pick one up by a forgotten
 decorator; a test elsewhere may not mark itself `e2e`. `unit/` mirrors the package, `plugins/` holds the
 shipped plugins' tests, `helpers/` what tests share (the tiny-run overrides in `helpers/tiny.py`; the
-browser tests' `page` fixture in `helpers/browser.py`, a plugin here so that any test can ask for `page`).
+browser tests' `page` fixture in `helpers/browser.py`; `helpers/real_data.py` and `helpers/wandb.py` hold
+fixtures too: plugins here, so that any test can ask for them).
 Markers are registered in pyproject.toml.
 """
 
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-pytest_plugins = ["helpers.browser"]
+pytest_plugins = ["helpers.browser", "helpers.real_data", "helpers.wandb"]  # their fixtures, for any test
 
 torch.set_num_threads(1)
 os.environ.setdefault("WANDB_MODE", "offline")

@@ -5,10 +5,11 @@ CLI, import errors naming the file, and the plugins shipped in attnx.contrib pas
 
 import pytest
 import torch
-from helpers.plugins import listing
 
 from attnx.registry import get, load_all
 from attnx.testing import CHECKS, check_attention, check_score
+
+from helpers.plugins import listing
 
 LOCAL_WINDOW_LACKS = ("causality", "permutation", "cached_decoding")  # it declares no causal, position_free
 

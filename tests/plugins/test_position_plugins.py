@@ -11,7 +11,6 @@ from types import ModuleType
 
 import pytest
 import torch
-from helpers.plugins import NAMES
 
 from attnx.config.compose import compose
 from attnx.nn.attention import LuongAttention, Mechanism, MultiHeadAttention
@@ -21,6 +20,8 @@ from attnx.nn.positions import Positions
 from attnx.nn.scores import Score
 from attnx.registry import get, load_all
 from attnx.testing import check_score_shapes, projection_loss
+
+from helpers.plugins import NAMES
 
 B, H, T, D = 3, 4, 6, 16  # batch, heads, length, d_model (head dim 4)
 LENGTHS = (6, 4, 1)

@@ -13,7 +13,6 @@ from collections.abc import Callable
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers.paths import REPO
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
@@ -22,6 +21,8 @@ from attnx.nn.positions import Positions
 from attnx.plugins import describe
 from attnx.registry import get, load_all
 from attnx.testing import check_attention, projection_loss
+
+from helpers.paths import REPO
 
 D, H = 16, 2
 

@@ -13,6 +13,7 @@ import ast
 from pathlib import Path
 
 import pytest
+
 from helpers.architecture import LAYERS, layer_of, modules
 
 SIBLINGS = ("attnx.nn", "attnx.tasks")  # the bottom layer's two halves stay independent

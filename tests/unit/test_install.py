@@ -6,6 +6,7 @@ uses (attnx/contrib, registered by attnx's own entry points)."""
 from __future__ import annotations
 
 import tomllib
+
 from helpers.paths import REPO as ROOT
 
 

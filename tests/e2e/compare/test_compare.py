@@ -13,10 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.browser import broken_images
-from helpers.paths import REPO
 
 from attnx.cli import main as cli
+
+from helpers.browser import broken_images
+from helpers.paths import REPO
 
 TINY_SUITE = """# @package _global_
 seeds: [0, 1]

@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from helpers.browser import broken_images, free_port, serve
-from helpers.tiny import ONE_EPOCH, TINY, TINY_MODEL, TINY_RNN, results, sizes, train
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from tensorboard.plugins.hparams import metadata as hparams_metadata
 from wandb.proto import wandb_internal_pb2
 
 from attnx.cli import main as cli
+
+from helpers.browser import broken_images, free_port, serve
+from helpers.tiny import ONE_EPOCH, TINY, TINY_MODEL, TINY_RNN, results, sizes, train
 
 MECHANISMS = ("none", "additive", "dot")  # none draws no heatmap: the images tab must show the other two
 NAMES = [f"{n}/attention={a}" for n, a in enumerate(MECHANISMS)]  # TensorBoard's run names

@@ -23,9 +23,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.tiny import TINY, TINY_BUDGET, TINY_LM, TINY_SELF_ATTN, train
 
 from attnx.cli import main as cli
+
+from helpers.tiny import TINY, TINY_BUDGET, TINY_LM, TINY_SELF_ATTN, train
 
 NO_CUDA = pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
 

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from helpers.paths import REPO as ROOT
 from helpers.tiny import NO_HEATMAPS, ONE_EPOCH, TINY_LM, sizes
 

@@ -13,7 +13,7 @@ How each line is checked (readme_lines.py extracts them; a new line is picked up
 - `attnx report` lines: run for real on tiny sweeps of the README's own train lines (REPORT_INPUTS).
 - `attnx compare` lines: composed only, by compare's own checks before it trains (the suite, the
   protocol, the candidate and the baseline on every task); a compare is dozens of runs, which
-  tests/test_compare.py runs end to end on a tiny suite, and checks every classic arm on every
+  tests/e2e/compare/test_compare.py runs end to end on a tiny suite, and checks every classic arm on every
   conf/suite/*.yaml.
 - `make` lines: `make -n TARGET`, the target exists.
 - COMPOSED_ONLY: train lines that could run here but are composed only, with the reason; SKIPPED: lines
@@ -36,6 +36,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from hydra.core.override_parser.overrides_parser import OverridesParser
+from omegaconf import DictConfig
+
+from attnx import registry
+from attnx.cli import main as cli
+from attnx.config.compose import compose, covering_jobs
+
 from helpers.readme_lines import (
     MAX_STEPS,
     REPO,
@@ -52,16 +59,10 @@ from helpers.readme_lines import (
     train_lines,
     varying,
 )
-from hydra.core.override_parser.overrides_parser import OverridesParser
-from omegaconf import DictConfig
-
-from attnx import registry
-from attnx.cli import main as cli
-from attnx.config.compose import compose, covering_jobs
 
 ATTNX = [sys.executable, "-m", "attnx.cli"]  # the real CLI in a fresh interpreter
 
-SLURM = "needs a SLURM cluster; tests/test_slurm.py submits sweeps to one, or to scripts/slurm-local.sh's"
+SLURM = "needs a SLURM cluster; tests/e2e/train/test_slurm.py submits sweeps to one, or to scripts/slurm-local.sh's"
 SKIPPED = {
     "attnx train -m hydra/launcher=slurm hydra.launcher.partition=NAME resume=auto "
     "attention=additive,dot": SLURM,
@@ -75,18 +76,18 @@ SKIPPED = {
     "sudo scripts/slurm-local.sh start": "installs and starts SLURM as root (.ci/run does, for test_slurm)",
     "sudo scripts/slurm-local.sh stop": "stops the cluster that start started",
     "attnx train trainer=ddp": "needs 2 CUDA GPUs (NCCL); trainer=ddp_cpu, the same config, runs here",
-    "attnx dashboard 'multirun/<date>/<time>'": "serves until Ctrl+C; tests/test_dashboards.py serves a tiny "
+    "attnx dashboard 'multirun/<date>/<time>'": "serves until Ctrl+C; tests/e2e/dashboard/test_dashboards.py serves a tiny "
     "sweep and opens its URL in a browser",
     "attnx sync 'multirun/<date>/<time>'": "needs a W&B login and W&B's server",
     "attnx sync 'multirun/<date>/<time>' --dry-run": "needs offline W&B runs (logger=wandb, seconds each to "
-    "start); tests/test_dashboards.py runs it on a tiny W&B sweep",
+    "start); tests/e2e/dashboard/test_dashboards.py runs it on a tiny W&B sweep",
 }
 # `attnx train` lines that can run here but are composed only, with the reason
 COMPOSED_ONLY = {
     "attnx train trainer=ddp_cpu trainer.devices=4": "4 processes on the 2 cores tests have take 20 s; "
-    "trainer=ddp_cpu with 2 runs here, and tests/test_ddp.py compares it with one process",
+    "trainer=ddp_cpu with 2 runs here, and tests/e2e/train/test_ddp.py compares it with one process",
     "attnx train -m hydra/launcher=submitit_local attention=additive,dot": "each job is a new Python "
-    "process (25 s here); tests/test_sweeps.py runs a submitit_local sweep",
+    "process (25 s here); tests/e2e/train/test_sweeps.py runs a submitit_local sweep",
 }
 # the sweeps the README's `attnx report` lines read, made by running these README lines small
 REPORT_INPUTS = {
@@ -261,7 +262,7 @@ def test_compare_line_composes_every_arm(line: Line, launch: Path) -> None:
 def assert_compare_composes(argv: list[str]) -> None:
     """What `attnx compare` checks before it trains, for the line's candidate and the baseline: the suite
     and protocol, and both arms composed and validated on every task of the suite, the candidate running
-    on at least one. (Every classic arm on every shipped suite: tests/test_compare.py.)"""
+    on at least one. (Every classic arm on every shipped suite: tests/e2e/compare/test_compare.py.)"""
     from attnx.compare.cli import Arm, candidate_arm, check_arms, compose_compare, split
 
     request = split(argv)

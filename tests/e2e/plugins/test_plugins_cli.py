@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from helpers.paths import REPO
 
 ATTNX = Path(sys.executable).parent / "attnx"

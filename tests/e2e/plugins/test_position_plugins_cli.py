@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 
 import pytest
+
 from helpers.plugins import NAMES
 from helpers.tiny import NO_HEATMAPS, ONE_EPOCH, TINY_SELF_ATTN, completed, sizes
 

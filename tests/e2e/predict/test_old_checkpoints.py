@@ -8,9 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-from helpers.paths import TESTS
 
 from attnx.cli import main as cli
+
+from helpers.paths import TESTS
 
 DATA = TESTS / "data" / "checkpoints"
 SIZES = ["task.train_size=48", "task.val_size=16", "task.test_size=16", "task.batch_size=16"]

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.tiny import TINY, TINY_RNN, train
 
 from attnx.cli import main as cli
+
+from helpers.tiny import TINY, TINY_RNN, train
 
 
 def test_a_checkpoint_whose_argument_was_renamed_is_refused_unless_asked(

@@ -11,12 +11,13 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-from helpers.paths import TESTS
-from helpers.tiny import TINY, TINY_MODEL, TINY_RNN, completed, sizes
 from lightning.pytorch import Callback, LightningModule, Trainer
 from test_faults import ended, launch, record, wait_for
 
 from attnx.track import sweep
+
+from helpers.paths import TESTS
+from helpers.tiny import TINY, TINY_MODEL, TINY_RNN, completed, sizes
 
 # Reversing 2-3 symbols: half the validation sequences right after 2 epochs, so the metrics compared
 # below are far from both chance and perfection. No dropout: the two runs then do the same arithmetic.

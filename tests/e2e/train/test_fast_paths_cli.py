@@ -14,6 +14,7 @@ from pathlib import Path
 
 import lightning.pytorch as pl
 import pytest
+
 from helpers.tiny import FUSED, ONE_EPOCH, train
 
 

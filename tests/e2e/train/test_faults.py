@@ -21,12 +21,13 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.tiny import TINY, TINY_MODEL, TINY_RNN, completed, results, sizes, train
 from lightning.pytorch import Callback, LightningModule, Trainer
 from test_sweeps import EXPLODING
 
 from attnx import registry
 from attnx.cli import main as cli
+
+from helpers.tiny import TINY, TINY_MODEL, TINY_RNN, completed, results, sizes, train
 
 LONG = [*TINY_RNN, *TINY_MODEL, *sizes(train=1000), "trainer.max_epochs=50", "optim.scheduler.warmup_steps=0"]
 # LONG's first three epochs: shuffled batches and dropout (the decoder's default), so that a resumed run

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from helpers.tiny import results, train
 
 pytestmark = pytest.mark.slow

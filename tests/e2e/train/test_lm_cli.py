@@ -6,11 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.tiny import NO_HEATMAPS, ONE_EPOCH, TINY_BUDGET, TINY_LM, results, sizes, train
 
 from attnx.cli import main as cli
 from attnx.tasks.mqar import MQARTask
 from attnx.vocab import PAD
+
+from helpers.tiny import NO_HEATMAPS, ONE_EPOCH, TINY_BUDGET, TINY_LM, results, sizes, train
 
 
 def test_every_causal_mechanism_trains_an_lm_with_heatmaps_of_each_layer(tmp_path: Path) -> None:

@@ -9,8 +9,9 @@ import signal
 from pathlib import Path
 
 import pytest
-from helpers.tiny import TINY, TINY_RNN
 from test_faults import launch
+
+from helpers.tiny import TINY, TINY_RNN
 
 
 @pytest.mark.usefixtures("no_cluster")

@@ -14,8 +14,6 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.real_data import SLICE, make, texts
-from helpers.tiny import NO_HEATMAPS, ONE_EPOCH, TINY_MODEL, TINY_RNN, TINY_TRANSFORMER, completed
 
 from attnx.cli import main as cli
 from attnx.predict import load
@@ -23,6 +21,9 @@ from attnx.registry import registry
 from attnx.tasks.base import SPLITS
 from attnx.tasks.cache import DataUnavailableError, pip_sdist
 from attnx.tasks.vader import ARCHIVE, CORPORA, REQUIREMENT, ground_truth
+
+from helpers.real_data import SLICE, make, texts
+from helpers.tiny import NO_HEATMAPS, ONE_EPOCH, TINY_MODEL, TINY_RNN, TINY_TRANSFORMER, completed
 
 BUDGET = [*ONE_EPOCH, *NO_HEATMAPS, *(f"task.{key}={value}" for key, value in SLICE.items())]
 

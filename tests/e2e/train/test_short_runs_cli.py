@@ -1,6 +1,6 @@
 """A run shorter than one epoch (`trainer.max_steps` under an epoch: how people smoke-test a config) never
 validates while it trains; it must still complete, with test metrics (issue 29: every such run failed in
-`callbacks.stop_at`'s EarlyStopping). tests/test_readme_commands.py runs every README line this way."""
+`callbacks.stop_at`'s EarlyStopping). tests/e2e/install/test_readme_commands.py runs every README line this way."""
 
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ import io
 from pathlib import Path
 
 import pytest
-from helpers.tiny import TINY_MODEL, TINY_RNN, results, sizes, train
 
 from attnx.cli import main as cli
+
+from helpers.tiny import TINY_MODEL, TINY_RNN, results, sizes, train
 
 # 48 examples in batches of 16: an epoch is 3 steps, and the run stops after 2
 SHORT = [*TINY_RNN, *TINY_MODEL, *sizes(), "trainer.max_steps=2"]

@@ -20,10 +20,11 @@ import time
 from pathlib import Path
 
 import pytest
-from helpers.paths import REPO, TESTS
-from helpers.tiny import TINY, TINY_MODEL, TINY_RNN, completed, results, sizes
 from lightning.pytorch import Callback, LightningModule, Trainer
 from test_sweeps import EXPLODING
+
+from helpers.paths import REPO, TESTS
+from helpers.tiny import TINY, TINY_MODEL, TINY_RNN, completed, results, sizes
 
 pytestmark = pytest.mark.slurm
 ROOT = REPO

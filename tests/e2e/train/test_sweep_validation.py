@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from helpers.tiny import TINY, TINY_RNN, train
 
 

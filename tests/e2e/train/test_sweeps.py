@@ -11,6 +11,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+
 from helpers.tiny import TINY, TINY_RNN, results, train
 
 # A plugin score that leaves "<pid> <torch threads>" in `trace` each time it is built, so the test sees

@@ -7,10 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.text_files import REVIEWS, csv_lines, pairs_files, write
-from helpers.tiny import NO_HEATMAPS, ONE_EPOCH, TINY_MODEL, TINY_RNN, completed, train
 
 from attnx.tasks.base import SPLITS
+
+from helpers.text_files import REVIEWS, csv_lines, pairs_files, write
+from helpers.tiny import NO_HEATMAPS, ONE_EPOCH, TINY_MODEL, TINY_RNN, completed, train
 
 TINY_RUN = [
     *TINY_RNN,

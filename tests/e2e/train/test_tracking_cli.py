@@ -9,7 +9,6 @@ from typing import Any
 
 import pytest
 import torch
-from helpers.tiny import TINY_BUDGET, TINY_DRAWN, TINY_RNN, TINY_SELF_ATTN, TINY_TRANSFORMER, results, train
 from matplotlib.figure import Figure
 from tensorboard.backend.event_processing.event_accumulator import IMAGES, EventAccumulator
 
@@ -19,6 +18,8 @@ from attnx.tasks.base import Batch
 from attnx.track.heatmaps import heatmap
 from attnx.track.maps import attention_maps
 from attnx.vocab import EOS, Vocab
+
+from helpers.tiny import TINY_BUDGET, TINY_DRAWN, TINY_RNN, TINY_SELF_ATTN, TINY_TRANSFORMER, results, train
 
 
 def test_a_logged_in_run_without_network_falls_back_to_offline(

@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 import torch
+
+from attnx.cli import main as cli
+from attnx.config import compose as config
+
 from helpers.tiny import (
     TINY,
     TINY_BUDGET,
@@ -18,9 +22,6 @@ from helpers.tiny import (
     results,
     train,
 )
-
-from attnx.cli import main as cli
-from attnx.config import compose as config
 
 MECHANISMS = ["none", "fixed_c", "additive", "dot", "multi_head"]
 
@@ -76,7 +77,7 @@ def test_predict_prints_output_and_attended_tokens(tmp_path: Path, capsys: pytes
     spec["attention"] = {"name": "bahdanau", "removed_since": 1}
     spec["model"] = {k: v for k, v in spec.pop("decoder").items() if k != "name"}
     torch.save(checkpoint, tmp_path / "old.ckpt")
-    # (the removed hyperparameter is refused unless asked for: tests/test_predict_strict.py)
+    # (the removed hyperparameter is refused unless asked for: tests/e2e/predict/test_predict_strict.py)
     assert cli(["predict", f"ckpt={tmp_path / 'old.ckpt'}", "input=a b c", "strict=false"]) == 0
     assert capsys.readouterr().out.splitlines()[1:] == out
     assert cli(["predict", f"ckpt={ckpt}", "input=   "]) == 2

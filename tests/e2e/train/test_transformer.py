@@ -7,9 +7,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers.tiny import completed
 
 from attnx.cli import main as cli
+
+from helpers.tiny import completed
 
 pytestmark = pytest.mark.slow
 

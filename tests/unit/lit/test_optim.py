@@ -9,12 +9,13 @@ from typing import Any
 
 import pytest
 import torch
-from helpers.tiny import TINY_MODEL, TINY_SELF_ATTN, sizes
 
 from attnx import registry
 from attnx.config.compose import compose
 from attnx.lit.optim import warmup_schedule
 from attnx.train.assemble import assemble
+
+from helpers.tiny import TINY_MODEL, TINY_SELF_ATTN, sizes
 
 # A self-attention encoder (LayerNorms) and cosine scores with a learned log τ in the decoder.
 NORMS_AND_TAU = [

@@ -7,10 +7,11 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers.tiny import NO_HEATMAPS, train
 
 from attnx.tasks.mqar import MQARTask
 from attnx.vocab import PAD, SPECIALS
+
+from helpers.tiny import NO_HEATMAPS, train
 
 FIRST = len(SPECIALS)  # token t has id FIRST + t
 

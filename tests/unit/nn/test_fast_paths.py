@@ -15,7 +15,6 @@ from typing import Any
 import pytest
 import torch
 import torch.nn.functional as F
-from helpers.tiny import FUSED
 
 from attnx import registry
 from attnx.config.compose import compose
@@ -23,6 +22,8 @@ from attnx.nn.attention import Mechanism, MultiHeadAttention
 from attnx.nn.encoders import SelfAttentionEncoder
 from attnx.testing import projection_loss
 from attnx.train.assemble import assemble
+
+from helpers.tiny import FUSED
 
 
 @pytest.fixture

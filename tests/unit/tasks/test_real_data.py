@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 import torch
 from babel.dates import format_date
-from helpers.real_data import SLICE, make, texts
 
 from attnx.registry import registry
 from attnx.tasks.base import SPLITS
 from attnx.tasks.g2p import lexicon
+
+from helpers.real_data import SLICE, make, texts
 
 
 @pytest.fixture(autouse=True)

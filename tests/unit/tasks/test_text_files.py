@@ -9,10 +9,11 @@ import logging
 from pathlib import Path
 
 import pytest
-from helpers.text_files import REVIEWS, csv_lines, pairs_files, write
 
 from attnx.registry import registry
 from attnx.tasks.base import SPLITS, Task
+
+from helpers.text_files import REVIEWS, csv_lines, pairs_files, write
 
 
 def classification(tmp_path: Path, suffix: str = ".csv", **kwargs) -> Task:
