@@ -32,8 +32,10 @@ test: install
 test-fast: install
 	$(BIN)/python -m pytest -m "not e2e and not slow"
 
+# ruff over the repository; mypy over the package, as [tool.mypy] in pyproject.toml configures it.
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 data: install
 	$(BIN)/python -m attnx.tasks
