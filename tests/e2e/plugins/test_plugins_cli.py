@@ -1,7 +1,6 @@
 """Plugins end to end: discovery from ATTNX_PLUGIN_PATH and entry points via the real `attnx plugins`
 CLI, import errors naming the file, and the plugins shipped in attnx.contrib passing the kit."""
 
-
 import os
 import signal
 import subprocess
@@ -20,8 +19,7 @@ ATTNX = Path(sys.executable).parent / "attnx"
 LAPLACE = '''
 """f(q, k) = -‖q − k‖₁ / scale"""
 import torch
-from attnx import Score, register_score
-from attnx.nn.scores import require_equal_dims
+from attnx import Score, register_score, require_equal_dims
 
 
 @register_score("{name}")
@@ -162,7 +160,8 @@ def test_a_hanging_plugin_import_is_named_and_ctrl_c_stops_it_in_one_line(
     plugin.parent.mkdir()
     plugin.write_text(SLOW)
     code = (
-        "import sys, attnx.registry as r; r.SLOW_IMPORT_S = 0.2; import attnx.cli; sys.exit(attnx.cli.main())"
+        "import sys, attnx.registry.discovery as d; d.SLOW_IMPORT_S = 0.2; import attnx.cli; "
+        "sys.exit(attnx.cli.main())"
     )
     env = {**os.environ, "OMP_NUM_THREADS": "1", "ATTNX_PLUGIN_PATH": str(plugin.parent)}
     slow = f"attnx: importing plugin {plugin} has taken 0.2 s so far (Ctrl-C stops)"
