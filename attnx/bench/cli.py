@@ -103,8 +103,9 @@ def settings(args: argparse.Namespace) -> list[Setting]:
     """Every (mechanism, score, d, heads), (lm, d, heads) and (encoder, d, heads) the arguments select."""
     found: list[Setting] = []
     if args.attention:
+        names = _causal(args)
         scores = _names(args.score, "score") if args.score else None
-        found += attention_settings(_causal(args), scores, args.dim, args.heads, args.causal)
+        found += attention_settings(names, scores, args.dim, args.heads, args.causal)
     if args.lm:
         found += lm_settings(_names(args.lm, "attention"), args.dim, args.heads)
     encoders = [e.strip() for e in args.encoder.split(",") if e.strip()]
