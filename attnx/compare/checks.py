@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -25,6 +25,9 @@ from attnx.config.compose import (
     group_options,
 )
 from attnx.report.runs import lower_is_better
+
+if TYPE_CHECKING:
+    from attnx.models.sites import Sites
 
 
 def check_keys(cfg: DictConfig) -> None:
@@ -148,7 +151,7 @@ def check_arms(
     (`attention=none: NoAttention cannot be a causal self-attention layer ...`). A config the user got
     wrong for every arm (a mistyped key) is an error, not a row of refusals; so is a task whose metric
     its runs never log, a width key its config lacks, or data longer than its models take."""
-    from attnx.config.checks import validate
+    from attnx.config.validation import validate
 
     hosted: dict[str, list[Arm]] = {}
     refused: dict[tuple[str, str], str] = {}
@@ -157,12 +160,12 @@ def check_arms(
         for arm in arms:
             try:
                 config = compose([*spec.overrides, *arm.overrides, *runs])
-                validate(config)
+                sites = validate(config)
             except (ConfigError, ValueError, registry.RegistryError) as error:
                 refused[(task, arm.label)] = str(error)
                 continue
             hosted[task].append(arm)
-            configs.append(config)
+            configs.append((config, sites))
         if not hosted[task]:
             raise ConfigError(f"suite task {task}: no arm can run: {refused[(task, arms[0].label)]}")
         try:
@@ -175,22 +178,24 @@ def check_arms(
     return hosted, refused
 
 
-def _check_task(spec: DictConfig, configs: Sequence[DictConfig]) -> None:
+def _check_task(spec: DictConfig, configs: Sequence[tuple[DictConfig, Sites]]) -> None:
     """The task's data (built here, once) against every hosted arm's model, its metric against what
-    its runs log, its width keys against its config."""
-    from attnx.config.checks import check_lengths
+    its runs log (the first arm's model, on the sites validation checked), its width keys against its
+    config."""
+    from attnx.config.validation import check_lengths
     from attnx.lit import lit_module
-    from attnx.train.run import model_spec
+    from attnx.train.assemble import model_spec
 
-    task = registry.build("task", configs[0].task)
+    first, sites = configs[0]
+    task = registry.build("task", first.task)
     task.setup()
-    for config in configs:
+    for config, _ in configs:
         check_lengths(config, task)
-    tested = lit_module(model_spec(configs[0], task)).logged_metrics("test")
+    tested = lit_module(model_spec(first, task), sites).logged_metrics("test")
     if spec.metric not in tested:
         raise ConfigError(f"metric {spec.metric}: its runs never log it; they log {', '.join(tested)}")
     if not OmegaConf.is_missing(spec, "width"):
-        _check_widths(spec.width, configs[0])
+        _check_widths(spec.width, first)
 
 
 def _check_widths(keys: Iterable[str], config: DictConfig) -> None:

@@ -79,7 +79,7 @@ def count(cfg: DictConfig, task: Any, widths: dict[str, int]) -> int:
     """The parameter count of `cfg`'s model at `widths`; ValueError when the model cannot be built there
     (a width the heads do not divide)."""
     from attnx.lit import lit_module
-    from attnx.train.run import model_spec
+    from attnx.train.assemble import model_spec
 
     cfg = cfg.copy()
     for key, value in widths.items():
