@@ -11,7 +11,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attnx import registry
 from attnx.config import schema
@@ -149,6 +149,17 @@ def renamed_keys(argv: list[str]) -> list[str]:
             warnings.warn(f"`{old}` is now `{new}`: write {arg}", FutureWarning, stacklevel=2)
         found.append(arg)
     return found
+
+
+def renamed_sections(cfg: DictConfig) -> None:
+    """A composed config's section under an old name (`RENAMED`: `model:` in a user's experiment or
+    task_defaults file) merged over today's, with a FutureWarning, and removed: the run sees one section."""
+    for old, new in RENAMED.items():
+        with open_dict(cfg):
+            section = cfg.pop(old, None)
+            if section is not None:
+                warnings.warn(f"config section `{old}:` is now `{new}:`", FutureWarning, stacklevel=2)
+                cfg[new] = OmegaConf.merge(cfg[new], section)
 
 
 class Sweep(NamedTuple):
@@ -293,10 +304,13 @@ def compose(
     try:
         with hydra.initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
             cfg = hydra.compose(
-                "train", [*overrides, *search_path_override()], return_hydra_config=return_hydra_config
+                "train",
+                [*renamed_keys(overrides), *search_path_override()],
+                return_hydra_config=return_hydra_config,
             )
     except Exception as error:
         raise ConfigError(one_line(error)) from error
+    renamed_sections(cfg)
     if require_values:
         check_missing(cfg)
     return cfg

@@ -110,6 +110,8 @@ class TrainConfig:
     attention: Any = MISSING
     score: Any = None
     classifier: ClassifierConfig = MISSING
+    # its old name, in a user's config file: folded into `classifier` (attnx.config.compose.renamed_sections)
+    model: Optional[ClassifierConfig] = None  # noqa: UP045
     lm: LMConfig = MISSING
     optim: OptimConfig = MISSING
     trainer: Any = MISSING

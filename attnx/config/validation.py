@@ -12,9 +12,9 @@ import inspect
 import operator
 import types
 import typing
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from fnmatch import fnmatch
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -57,7 +57,7 @@ FIELD_RULES: tuple[tuple[tuple[str, ...], str, Callable[[Any], bool]], ...] = ( 
 )
 
 
-def check_bounds(cfg: DictConfig, bounds: dict[str, tuple[str, float]] = BOUNDS) -> None:
+def check_bounds(cfg: DictConfig, bounds: Mapping[str, tuple[str, float]] = BOUNDS) -> None:
     """Each of `bounds` that `cfg` sets, as in BOUNDS (`attnx predict` adds its own keys)."""
     for key, (comparison, bound) in bounds.items():
         value = OmegaConf.select(cfg, key)
@@ -70,7 +70,7 @@ def check_fields(cfg: DictConfig) -> None:
     (`encoder.attention.num_heads`)."""
     for section in SECTIONS:
         values = OmegaConf.to_container(cfg[section], resolve=True) if cfg.get(section) is not None else {}
-        _check_fields(section, values)
+        _check_fields(section, cast(dict[str, Any], values))
 
 
 def _check_fields(path: str, values: dict[str, Any]) -> None:
@@ -193,10 +193,11 @@ def check_callbacks(cfg: DictConfig) -> None:
 def check_arguments(path: str, node: DictConfig, target: Callable[..., Any], what: str) -> None:
     """Each key of `node` is an argument of `target` (unless it takes **kwargs) with a value of its
     annotated type. Interpolated values are left to the target."""
-    function = target.__init__ if isinstance(target, type) else target
+    function = cast(Any, target).__init__ if isinstance(target, type) else target
     hints = typing.get_type_hints(function)
     takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(function).parameters.values())
-    for key, value in node.items_ex(resolve=False):
+    for node_key, value in node.items_ex(resolve=False):
+        key = str(node_key)
         if key.startswith("_") or OmegaConf.is_interpolation(node, key):  # _target_, _partial_
             continue
         if key not in hints:
@@ -224,7 +225,7 @@ def _fits(value: Any, annotation: Any) -> bool:
         return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
     if origin is dict:
         return isinstance(value, dict)
-    checked = {
+    checked: dict[Any, type | tuple[type, ...]] = {
         type(None): type(None),
         bool: bool,
         int: int,
@@ -267,7 +268,7 @@ def check_plugins(mechanisms: Iterable[Any]) -> None:
     """The conformance kit's shape check on every plugin score or mechanism of the run's sites (their
     `Mechanism`s, with the configured hyperparameters), so that a wrong shape is the kit's one line
     before training, not a size mismatch inside a decoder. Built-ins are skipped: they pass the whole
-    kit (tests/test_kit.py)."""
+    kit (tests/unit/testing/test_kit.py)."""
     from attnx.testing import check_attention_shapes, check_score_shapes
 
     def plugin(cls: type | None) -> bool:  # built-ins live in attnx's modules; plugins in attnx_plugins.*
@@ -305,7 +306,8 @@ def _appended(node: Any, prefix: str = "") -> list[tuple[str, list[str]]]:
     node_type = OmegaConf.get_type(node)
     fields = list(node_type.__dataclass_fields__) if dataclasses.is_dataclass(node_type) else None
     found = []
-    for key, value in node.items_ex(resolve=False):
+    for node_key, value in node.items_ex(resolve=False):
+        key = str(node_key)
         if fields is not None and key not in fields:
             found.append((f"{prefix}{key}", fields))
         found += _appended(value, f"{prefix}{key}.")

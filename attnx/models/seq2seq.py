@@ -71,7 +71,7 @@ class Seq2Seq(nn.Module):
             finished = finished | (y == EOS)
             if finished.all():
                 break
-        stacked = None if weights[0] is None else torch.stack(weights, dim=-2)
+        stacked = None if weights[0] is None else torch.stack([w for w in weights if w is not None], dim=-2)
         return torch.stack(tokens, dim=1), stacked, score
 
     @torch.no_grad()

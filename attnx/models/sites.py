@@ -110,9 +110,10 @@ def site(
         raise ValueError(f"{attention_key}={attention['name']}: {why}")
     try:
         score_name = resolve_score_name(attention["name"], score)
-    except ValueError:
+    except ValueError:  # a score given to a mechanism that takes none
+        given = (score or {}).get("name")
         raise ValueError(
-            f"{attention_key}={attention['name']} uses no score function; remove {score_key}={score['name']}"
+            f"{attention_key}={attention['name']} uses no score function; remove {score_key}={given}"
         ) from None
     if score_name is not None and registry.get("score", score_name).uses_positions:
         if not has_positions:

@@ -39,7 +39,7 @@ def check_model_type(model_type: str) -> ModelType:
     """`model_type` as a ModelType, or a ValueError listing the three."""
     if model_type not in MODEL_TYPES:
         raise ValueError(f"model_type must be one of {', '.join(MODEL_TYPES)}; got {model_type!r}")
-    return model_type  # type: ignore[return-value]  # checked just above
+    return model_type
 
 
 @dataclass(frozen=True)

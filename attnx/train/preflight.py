@@ -31,6 +31,7 @@ from attnx.config.compose import (
     check_slurm_tasks,
     covering_jobs,
     one_line,
+    renamed_sections,
     search_path_override,
 )
 
@@ -101,6 +102,7 @@ def check_job(cfg: DictConfig) -> None:
     node's to have, not this machine's."""
     from attnx.config.validation import validate
 
+    renamed_sections(cfg)
     check_missing(cfg)
     check_slurm_tasks(cfg)
     here = cfg.hydra.launcher.get("_target_") != SLURM_LAUNCHER

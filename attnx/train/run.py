@@ -31,7 +31,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from attnx import registry
-from attnx.config.compose import ConfigError, one_line
+from attnx.config.compose import ConfigError, one_line, renamed_sections
 from attnx.track import sweep
 from attnx.track.lock import RunFolderBusy, RunLock
 from attnx.track.results import Record, completed
@@ -58,6 +58,7 @@ def train(cfg: DictConfig) -> float | None:
     """Run one job; returns `cfg.optimized_metric` for sweepers. Never loses a sweep's other runs:
     in a multirun a failure is recorded in results.json and the sweep goes on."""
     registry.load_all()  # a launcher's worker process arrives here without having run `main`
+    renamed_sections(cfg)  # a user's config file may still say `model:` for `classifier:`
     sweep.watch_parent()
     # Lightning logs through its own handler; propagating too would print every line twice.
     logging.getLogger("lightning.pytorch").propagate = False

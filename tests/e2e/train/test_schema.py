@@ -58,3 +58,29 @@ def test_storing_the_schema_imports_neither_torch_nor_lightning() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_the_model_group_is_now_the_classifier_and_its_old_name_still_works(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """`model` held only the classifier's head: `model.X=...` overrides are `classifier.X=...`, warned."""
+    with pytest.warns(FutureWarning, match="`model` is now `classifier`: write classifier.dropout=0.3"):
+        assert cli(["train", "task=sentiment", "model.dropout=0.3", "--cfg", "job"]) == 0
+    assert "classifier:\n  dropout: 0.3" in capsys.readouterr().out
+    with pytest.warns(FutureWarning):
+        assert cli(["train", "model.dropout=1.5", f"hydra.run.dir={tmp_path}"]) == 2
+    assert capsys.readouterr().err.strip() == "attnx train: classifier.dropout=1.5: must be in [0, 1)"
+
+
+def test_a_config_file_s_model_section_is_the_classifier_s(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    """A user's experiment or task_defaults file written before the rename still applies, warned."""
+    (tmp_path / "conf" / "experiment").mkdir(parents=True)
+    (tmp_path / "conf" / "experiment" / "old.yaml").write_text(
+        "# @package _global_\nmodel:\n  dropout: 1.5\n"
+    )
+    monkeypatch.setenv("ATTNX_CONFIG_PATH", str(tmp_path / "conf"))
+    with pytest.warns(FutureWarning, match="config section `model:` is now `classifier:`"):
+        assert cli(["train", "experiment=old", f"hydra.run.dir={tmp_path / 'run'}"]) == 2
+    assert capsys.readouterr().err.strip() == "attnx train: classifier.dropout=1.5: must be in [0, 1)"
