@@ -1,6 +1,6 @@
 """Composing `attnx train`'s config as the CLI does, and checking its overrides before anything
 launches: unknown group options with did-you-mean, Hydra's own errors as one line. The semantic
-checks of a composed config are `attnx.config.checks`."""
+checks of a composed config are `attnx.config.validation`."""
 
 from __future__ import annotations
 
