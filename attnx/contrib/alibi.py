@@ -33,6 +33,7 @@ class ALiBiScore(Score):
     """
 
     uses_positions = True
+    slopes: torch.Tensor  # [H] m_h, a buffer
 
     def __init__(self, query_dim: int, key_dim: int, num_heads: int = 1) -> None:
         super().__init__(query_dim, key_dim)

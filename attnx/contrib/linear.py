@@ -120,7 +120,7 @@ class LinearAttention(HeadsAttention):
         phi_q = feature_map(self._split(self.W_q(query)))
         causal = positions is not None and positions.causal
         weights = None
-        if need_weights or (causal and not positions.aligned()):
+        if need_weights or (positions is not None and positions.causal and not positions.aligned()):
             weights = kernel_weights(phi_q, phi_k, visible(mask, positions))
             heads = weights @ values
         elif causal:

@@ -7,7 +7,7 @@ mechanism (and give it a name of its own: two plugins may not register the same 
 import torch
 from torch import nn
 
-from attnx import ScoredAttention, ScoreFactory, masked_softmax, register_attention
+from attnx import Positions, ScoredAttention, ScoreFactory, masked_softmax, register_attention
 
 
 @register_attention("local_window")
@@ -26,6 +26,7 @@ class LocalAttention(ScoredAttention):
     """
 
     default_score = "dot"
+    centre: nn.Module | None  # predicts p_i (local-p); None for the fixed centre (local-m)
 
     def __init__(
         self,
@@ -52,6 +53,7 @@ class LocalAttention(ScoredAttention):
         query: torch.Tensor,
         prepared: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
         need_weights: bool = True,
+        positions: Positions | None = None,  # unused: the window counts valid keys, not positions
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         keys, values, mask = prepared
         position = mask.cumsum(-1).sub(1).unsqueeze(1).to(query.dtype)  # [B, 1, Tk], rank among valid keys
