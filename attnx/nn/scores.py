@@ -42,7 +42,9 @@ class Score(nn.Module):
     def prepare(self, keys: torch.Tensor) -> Any:
         return keys
 
-    def forward(self, query: torch.Tensor, prepared: Any) -> torch.Tensor:
+    def forward(self, query: torch.Tensor, prepared: Any, *args: Any, **kwargs: Any) -> torch.Tensor:
+        """(query, prepared), and `positions` third for a score that uses them (the class docstring);
+        the open tail lets either override the base for a type checker."""
         raise NotImplementedError
 
     def at(self, query: torch.Tensor, prepared: Any, positions: Positions | None) -> torch.Tensor:
