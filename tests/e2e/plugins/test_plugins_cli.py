@@ -6,7 +6,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -34,8 +33,13 @@ class LaplaceScore(Score):
 '''
 
 
-def attnx(*args: str, cwd: Path, plugin_path: Path | None = None) -> subprocess.CompletedProcess:
+def attnx(
+    *args: str, cwd: Path, plugin_path: Path | None = None, site: Path | None = None
+) -> subprocess.CompletedProcess:
+    """`attnx plugins ARGS` with ATTNX_PLUGIN_PATH=plugin_path and `site` (installed packages) on its path."""
     env = {**os.environ, "OMP_NUM_THREADS": "1", "ATTNX_PLUGIN_PATH": str(plugin_path or "")}
+    if site is not None:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
     return subprocess.run(
         [ATTNX, "plugins", *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
     )
@@ -85,31 +89,33 @@ def test_plugin_import_error_names_the_file(tmp_path: Path) -> None:
     assert result.stderr.strip().splitlines() == [f"attnx plugins: error: {expected}"]
 
 
+DEMO_DIST = "attnxdemoplugin"
+
+
 @pytest.fixture
-def installed_plugin(tmp_path: Path) -> Iterator[str]:
-    """A tiny distribution with an `attnx.plugins` entry point, installed into this venv."""
-    dist = "attnxdemoplugin"
-    (tmp_path / "pyproject.toml").write_text(
+def installed_plugin(tmp_path: Path) -> Path:
+    """A folder holding a tiny installed distribution with an `attnx.plugins` entry point. Installed
+    there, not into the venv, so no other test (another xdist worker's) sees it come and go."""
+    dist, source, site = DEMO_DIST, tmp_path / "source", tmp_path / "site"
+    source.mkdir()
+    (source / "pyproject.toml").write_text(
         f'[build-system]\nrequires = ["setuptools"]\nbuild-backend = "setuptools.build_meta"\n\n'
         f'[project]\nname = "{dist}"\nversion = "0.1"\n\n'
         f'[project.entry-points."attnx.plugins"]\nlaplace = "{dist}"\n\n'
         f'[tool.setuptools]\npy-modules = ["{dist}"]\n'
     )
-    (tmp_path / f"{dist}.py").write_text(LAPLACE.format(name="laplace_ep"))
-    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q"]
-    subprocess.run([*pip, "install", "--no-deps", "--no-build-isolation", str(tmp_path)], check=True)
-    try:
-        yield dist
-    finally:
-        subprocess.run([*pip, "uninstall", "-y", dist], check=True)
+    (source / f"{dist}.py").write_text(LAPLACE.format(name="laplace_ep"))
+    pip = [sys.executable, "-m", "pip", "--disable-pip-version-check", "-q", "install", "--no-deps"]
+    subprocess.run([*pip, "--no-build-isolation", "--target", str(site), str(source)], check=True)
+    return site
 
 
-def test_entry_point_plugin_is_listed_with_its_distribution(installed_plugin: str, tmp_path: Path) -> None:
-    listing = attnx(cwd=tmp_path)
+def test_entry_point_plugin_is_listed_with_its_distribution(installed_plugin: Path, tmp_path: Path) -> None:
+    listing = attnx(cwd=tmp_path, site=installed_plugin)
     assert listing.returncode == 0, listing.stderr
     line = next(line for line in listing.stdout.splitlines() if line.split()[:2] == ["|", "laplace_ep"])
-    assert f"dist {installed_plugin}" in line and "scale=1.0" in line
-    checked = attnx("check", cwd=tmp_path)
+    assert f"dist {DEMO_DIST}" in line and "scale=1.0" in line
+    checked = attnx("check", cwd=tmp_path, site=installed_plugin)
     assert checked.returncode == 0, checked.stdout
     assert (
         "PASS  score laplace_ep" in checked.stdout
