@@ -40,7 +40,7 @@ class Entry:
 
     kind: str
     name: str
-    cls: type
+    cls: type[Any]  # Any: each kind's class has its own attributes (model_type, placement, ...)
     origin: str  # "built-in", a plugin file path, or "dist <name> (<entry point>)"
 
     @property
@@ -95,7 +95,7 @@ def config_class(entry: Entry) -> type:
         task_defaults = [{"override /attention@_global_.attention": attention}, "_self_"]
         fields.append(("defaults", list[Any], dataclasses.field(default_factory=lambda: list(task_defaults))))
     conf = dataclasses.make_dataclass(f"{entry.cls.__name__}Config", fields)
-    entry.cls._attnx_config = conf  # type: ignore[attr-defined]
+    entry.cls._attnx_config = conf
     return conf
 
 

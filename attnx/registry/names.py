@@ -12,13 +12,15 @@ import difflib
 import importlib
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 from attnx.registry.configs import Entry, config_class, new_slot_groups, store, store_group
 from attnx.registry.discovery import current_origin, load_all
 from attnx.registry.slots import slot_fields, slots_of
 
 KINDS = ("score", "attention", "encoder", "decoder", "task")  # the one list of the kinds
+
+_C = TypeVar("_C", bound=type)  # a registered class keeps its own type
 
 
 class RegistryError(ValueError):
@@ -45,10 +47,10 @@ class Registry:
         base: type = getattr(importlib.import_module(module), name)
         return base
 
-    def register(self, name: str, aliases: Iterable[str] = ()) -> Callable[[type], type]:
+    def register(self, name: str, aliases: Iterable[str] = ()) -> Callable[[_C], _C]:
         """Class decorator: register `cls` as `name`; each alias is an equal second name."""
 
-        def decorator(cls: type) -> type:
+        def decorator(cls: _C) -> _C:
             if not (isinstance(cls, type) and issubclass(cls, self.base)):
                 raise RegistryError(
                     f"cannot register {cls!r} as {self.kind} '{name}': it must subclass "
@@ -108,7 +110,9 @@ class Registry:
     def entry(self, name: str) -> Entry:
         return self._entries[self.canonical(name)]
 
-    def get(self, name: str) -> type:
+    def get(self, name: str) -> Any:
+        """The class registered as `name`: Any, as each kind's classes have attributes of their own
+        (a task's model_type, an attention's placement) and mypy's partial() refuses a type[Any]."""
         return self.entry(name).cls
 
     def config_names(self) -> Iterator[tuple[str, Entry]]:
@@ -173,7 +177,8 @@ def available(kind: str) -> list[str]:
     return registry(kind).names()
 
 
-def get(kind: str, name: str) -> type:
+def get(kind: str, name: str) -> Any:
+    """The class registered as `name` of `kind`, after loading every plugin (see `Registry.get`)."""
     load_all()
     return registry(kind).get(name)
 

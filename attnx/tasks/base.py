@@ -216,7 +216,8 @@ class Task:
     `classes` (classification). An `lm` task's splits hold `tgt` aligned with `src`: the token each
     position must predict next, PAD where it has no target; it also gives `query_mask(src)`.
     Constructor arguments become the task's Hydra config, so keep them simple (int/float/bool/str/None)
-    with defaults, and validate them in `__init__` with `check`.
+    with defaults, and validate them in `__init__` with `check`. A subclass lists only the arguments it
+    adds (or whose default it changes) and passes the rest on with `**kwargs`: its config has them all.
     """
 
     model_type: ClassVar[str]  # which model the task trains: "seq2seq" | "classification" | "lm"
@@ -310,3 +311,19 @@ class Task:
         if not ids:
             raise ValueError(f"input {text!r} has no tokens")
         return torch.tensor([ids]), torch.tensor([len(ids)])
+
+
+class SizedTask(Task):
+    """A task whose splits hold as many examples as asked: `train_size`, `val_size`, `test_size` (each
+    >= 1), read back as `sizes`. A subclass with other default sizes declares those arguments again."""
+
+    def __init__(
+        self, train_size: int = 5000, val_size: int = 500, test_size: int = 500, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        check_sizes(train_size=train_size, val_size=val_size, test_size=test_size)
+        self.train_size, self.val_size, self.test_size = train_size, val_size, test_size
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return {"train": self.train_size, "val": self.val_size, "test": self.test_size}

@@ -16,7 +16,7 @@ from importlib.metadata import version
 from typing import Any
 
 from attnx.registry import register_task
-from attnx.tasks.base import check, check_sizes
+from attnx.tasks.base import SizedTask, check
 from attnx.tasks.cache import CachedTextTask, require
 from attnx.tasks.text import Example, unique_examples
 
@@ -24,7 +24,7 @@ FORMATS = ("short", "medium", "long", "full")
 
 
 @register_task("dates")
-class DatesTask(CachedTextTask):
+class DatesTask(CachedTextTask, SizedTask):
     """Dates in CLDR formats of several locales -> YYYY-MM-DD; characters in and out."""
 
     model_type = "seq2seq"
@@ -35,12 +35,12 @@ class DatesTask(CachedTextTask):
         formats: tuple[str, ...] = FORMATS,
         min_year: int = 1950,
         max_year: int = 2049,
-        train_size: int = 10000,
+        train_size: int = 10000,  # SizedTask's, with this task's own defaults
         val_size: int = 1000,
         test_size: int = 1000,
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(train_size=train_size, val_size=val_size, test_size=test_size, **kwargs)
         babel = require("babel", "dates")
         self.locales, self.formats = tuple(locales), tuple(formats)
         check("locales", self.locales, len(self.locales) >= 1, "a non-empty list of locale codes")
@@ -56,9 +56,7 @@ class DatesTask(CachedTextTask):
         # Short patterns often print two-digit years ("5/17/23"), unambiguous within 100 years only.
         span = "short" not in self.formats or max_year - min_year < 100
         check("max_year", max_year, span, f"< min_year + 100 ({min_year + 100}) with short formats")
-        check_sizes(train_size=train_size, val_size=val_size, test_size=test_size)
         self.min_year, self.max_year = min_year, max_year
-        self.train_size, self.val_size, self.test_size = train_size, val_size, test_size
 
     def data_version(self) -> str:
         return version("babel")  # CLDR patterns change between Babel releases
@@ -76,8 +74,7 @@ class DatesTask(CachedTextTask):
         return "".join(tokens)
 
     def examples(self) -> dict[str, list[Example]]:
-        sizes = {"train": self.train_size, "val": self.val_size, "test": self.test_size}
-        return unique_examples(self.sample, sizes, self.seed)
+        return unique_examples(self.sample, self.sizes, self.seed)
 
     def sample(self, rng: random.Random) -> Example:
         from babel.dates import format_date

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from attnx.registry import register_task
-from attnx.tasks.base import check, check_lengths, check_sizes
+from attnx.tasks.base import SizedTask, check, check_lengths
 from attnx.tasks.text import Example, TextTask, unique_examples
 from attnx.vocab import Vocab
 
@@ -80,7 +80,7 @@ def sample_tree(
 
 
 @register_task("listops")
-class ListOpsTask(TextTask):
+class ListOpsTask(TextTask, SizedTask):
     """Evaluate a nested MIN/MAX/MED/SM expression; lengths in tokens (LRA uses 500-2000)."""
 
     model_type = "classification"
@@ -91,18 +91,13 @@ class ListOpsTask(TextTask):
         max_len: int = 100,
         max_depth: int = 10,
         max_args: int = 10,
-        train_size: int = 5000,
-        val_size: int = 500,
-        test_size: int = 500,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        check_sizes(train_size=train_size, val_size=val_size, test_size=test_size)
         check_lengths("min_len", min_len, "max_len", max_len)
         check("max_depth", max_depth, max_depth >= 1, ">= 1")
         check("max_args", max_args, max_args >= 2, ">= 2")
         self.min_len, self.max_len, self.max_depth, self.max_args = min_len, max_len, max_depth, max_args
-        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
 
     def build_vocab(self, train_tokens: list[list[str]]) -> Vocab:
         return Vocab([*OPERATORS, END, *DIGITS])  # closed: a small train split need not show every token

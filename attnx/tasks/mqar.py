@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from attnx.registry import register_task
-from attnx.tasks.base import SPLITS, PaddedSplit, Task, check, check_sizes
+from attnx.tasks.base import SPLITS, PaddedSplit, SizedTask, check
 from attnx.tasks.synthetic import rows_in
 from attnx.vocab import PAD, SPECIALS, Vocab
 
@@ -28,7 +28,7 @@ _ROUNDS = 10  # rejection rounds when val/test must avoid earlier splits' sequen
 
 
 @register_task("mqar")
-class MQARTask(Task):
+class MQARTask(SizedTask):
     """Associative recall over `vocab_size` tokens "0".."V-1" (keys 1..V/2−1, values V/2..V−1), for the
     `lm` model kind. Metrics: accuracy at the query positions and exact match over all of a sequence's."""
 
@@ -44,14 +44,12 @@ class MQARTask(Task):
         test_seq_len: int | None = None,
         test_num_kv_pairs: int | None = None,
         val_like_test: bool = False,
-        train_size: int = 4000,
-        val_size: int = 500,
+        train_size: int = 4000,  # SizedTask's and Task's arguments, with this task's own defaults
         test_size: int = 1000,
-        batch_size: int = 32,  # Task's argument, with this task's own default
+        batch_size: int = 32,
         **kwargs: Any,
     ) -> None:
-        super().__init__(batch_size=batch_size, **kwargs)
-        check_sizes(train_size=train_size, val_size=val_size, test_size=test_size)
+        super().__init__(train_size=train_size, test_size=test_size, batch_size=batch_size, **kwargs)
         check("alpha", alpha, alpha > 0, "> 0")
         check("vocab_size", vocab_size, vocab_size >= 4, ">= 4 (keys and values need a half each)")
         test_seq_len = seq_len if test_seq_len is None else test_seq_len
@@ -78,7 +76,6 @@ class MQARTask(Task):
         self.vocab_size, self.alpha = vocab_size, alpha
         self.shapes = {"train": (seq_len, num_kv_pairs), "test": (test_seq_len, test_num_kv_pairs)}
         self.shapes["val"] = self.shapes["test" if val_like_test else "train"]
-        self.sizes = dict(zip(SPLITS, (train_size, val_size, test_size)))
         self.src_vocab = Vocab(str(t) for t in range(vocab_size))
 
     def build(self) -> dict[str, PaddedSplit]:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from attnx.registry import register_task
-from attnx.tasks.base import check, check_lengths, check_sizes
+from attnx.tasks.base import SizedTask, check, check_lengths
 from attnx.tasks.text import Example, TextTask, unique_examples, word_tokenize
 
 # fmt: off
@@ -83,7 +83,7 @@ def _clause(rng: random.Random, tone: str) -> list[str]:
 
 
 @register_task("sentiment")
-class SentimentTask(TextTask):
+class SentimentTask(TextTask, SizedTask):
     """Synthetic sentence polarity; lengths in words; labels negative/positive(/neutral)."""
 
     model_type = "classification"
@@ -93,13 +93,9 @@ class SentimentTask(TextTask):
         min_len: int = 10,
         max_len: int = 30,
         num_classes: int = 2,
-        train_size: int = 5000,
-        val_size: int = 500,
-        test_size: int = 500,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        check_sizes(train_size=train_size, val_size=val_size, test_size=test_size)
         check_lengths("min_len", min_len, "max_len", max_len)
         check(
             "max_len",
@@ -109,7 +105,6 @@ class SentimentTask(TextTask):
         )
         check("num_classes", num_classes, num_classes in (2, 3), "2 (negative/positive) or 3 (with neutral)")
         self.min_len, self.max_len, self.num_classes = min_len, max_len, num_classes
-        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
 
     def tokenize(self, text: str) -> list[str]:
         return word_tokenize(text)

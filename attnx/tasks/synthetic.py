@@ -15,7 +15,7 @@ import torch
 from torch import Tensor
 
 from attnx.registry import register_task
-from attnx.tasks.base import SPLITS, PaddedSplit, Task, check, check_lengths, check_sizes
+from attnx.tasks.base import SPLITS, PaddedSplit, SizedTask, check, check_lengths
 from attnx.vocab import BOS, EOS, PAD, SPECIALS, Vocab
 
 _FIRST_SYMBOL = len(SPECIALS)  # symbol i has id _FIRST_SYMBOL + i in every vocabulary here
@@ -55,10 +55,10 @@ def with_bos_eos(body: Tensor, lengths: Tensor) -> tuple[Tensor, Tensor]:
     return tgt, lengths + 2
 
 
-class SyntheticSeq2Seq(Task):
+class SyntheticSeq2Seq(SizedTask):
     """Seq2seq pairs sampled with torch: subclasses give `sample` and `target`, and their length
-    arguments to `set_lengths`; the split sizes, `val_like_test` and Task's arguments are this class's,
-    which a subclass's config lists through its `**kwargs`.
+    arguments to `set_lengths`; `val_like_test`, the split sizes and Task's arguments come from here and
+    SizedTask, which a subclass's config lists through its `**kwargs`.
     """
 
     model_type = "seq2seq"
@@ -66,14 +66,9 @@ class SyntheticSeq2Seq(Task):
     def __init__(
         self,
         val_like_test: bool = False,
-        train_size: int = 5000,
-        val_size: int = 500,
-        test_size: int = 500,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        check_sizes(train_size=train_size, val_size=val_size, test_size=test_size)
-        self.sizes = {"train": train_size, "val": val_size, "test": test_size}
         self.val_like_test = val_like_test
 
     def set_lengths(
