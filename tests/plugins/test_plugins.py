@@ -1,8 +1,6 @@
 """Plugins end to end: discovery from ATTNX_PLUGIN_PATH and entry points via the real `attnx plugins`
 CLI, import errors naming the file, and the plugins shipped in attnx.contrib passing the kit."""
 
-
-
 import pytest
 import torch
 
@@ -32,8 +30,6 @@ def test_shipped_example_plugins_pass_the_kit() -> None:
     q, k = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
     g = gaussian(4, 4, bandwidth=0.5)
     torch.testing.assert_close(g(q, g.prepare(k)), -torch.cdist(q, k).pow(2) / (2 * 0.5**2))
-
-
 
 
 def test_listing_shows_what_each_class_declares() -> None:

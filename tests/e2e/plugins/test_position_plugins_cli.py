@@ -2,7 +2,6 @@
 properties (slopes, buckets, rotations), relative positions only, their place in multi-head and
 single-head attention under a causal mask, a decoder's key cache, and one tiny `attnx train` each."""
 
-
 from __future__ import annotations
 
 import math

@@ -1,8 +1,5 @@
 """Registry: duplicate names, base classes, did-you-mean lookups, ConfigStore entries, Hydra overrides."""
 
-
-
-
 import subprocess
 import sys
 from pathlib import Path

@@ -1,6 +1,5 @@
 """Registry: duplicate names, base classes, did-you-mean lookups, ConfigStore entries, Hydra overrides."""
 
-
 import inspect
 from importlib.metadata import entry_points
 from pathlib import Path
