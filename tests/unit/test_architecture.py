@@ -26,14 +26,23 @@ SIBLINGS = ("attnx.nn", "attnx.tasks")  # the bottom layer's two halves stay ind
 def attnx_imports(path: Path) -> set[str]:
     """The attnx modules `path` imports: `from attnx.a import b` imports `attnx.a.b` when that is a module."""
     known = modules()
+    tree = ast.parse(path.read_text())
+    unrun = {id(n) for guard in ast.walk(tree) if _type_checking(guard) for s in guard.body for n in ast.walk(s)}
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
+        if id(node) in unrun:
+            continue
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             submodules = {f"{node.module}.{alias.name}" for alias in node.names} & set(known)
             names |= submodules or {node.module}
     return {n for n in names if n == "attnx" or n.startswith("attnx.")}
+
+
+def _type_checking(node: ast.AST) -> bool:
+    """`if TYPE_CHECKING:`: imports for type checkers only (attnx/__init__.py's plugin API), never run."""
+    return isinstance(node, ast.If) and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
