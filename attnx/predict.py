@@ -17,7 +17,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Optional, cast
 
 from attnx.config.schema import DecodeConfig
 
@@ -61,7 +61,7 @@ class PredictError(Exception):
 
 def parse(argv: list[str]) -> tuple[str, str, Any]:
     """(ckpt, input, the typed and bounds-checked `PredictOptions`) from `key=value` arguments."""
-    from omegaconf import OmegaConf
+    from omegaconf import DictConfig, OmegaConf
 
     from attnx.config import compose as config
     from attnx.config import validation
@@ -77,7 +77,7 @@ def parse(argv: list[str]) -> tuple[str, str, Any]:
     rest = [item for item in argv if item.partition("=")[0] not in ("ckpt", "input")]
     try:
         options = OmegaConf.merge(OmegaConf.structured(PredictOptions), OmegaConf.from_dotlist(rest))
-        validation.check_bounds(options, {**validation.BOUNDS, **BOUNDS})  # train's decode.* bounds too
+        validation.check_bounds(cast(DictConfig, options), {**validation.BOUNDS, **BOUNDS})  # and train's
     except config.ConfigError as error:
         raise PredictError(str(error)) from error
     except Exception as error:  # OmegaConf's type errors and unknown keys, naming the key

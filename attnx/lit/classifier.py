@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy, MulticlassF1Score
 
-from attnx.lit.module import AttnxModule
+from attnx.lit.module import AttnxModule, given
 from attnx.models.sites import Sites
 from attnx.models.spec import ModelSpec
 from attnx.tasks.base import Batch
@@ -33,13 +33,14 @@ class ClassifierModule(AttnxModule):
 
     @staticmethod
     def loss(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
-        return F.cross_entropy(logits, batch.label)
+        return F.cross_entropy(logits, given(batch.label, "labels"))
 
     def _evaluate(self, batch: Batch, stage: str) -> None:
         logits, _ = self(batch)
         metrics = self.val_metrics if stage == "val" else self.test_metrics
-        size = len(batch.label)
+        label = given(batch.label, "labels")
+        size = len(label)
         metrics["loss"].update(self.loss(logits, batch), weight=size)
-        metrics["acc"].update(logits, batch.label)
-        metrics["f1"].update(logits, batch.label)
+        metrics["acc"].update(logits, label)
+        metrics["f1"].update(logits, label)
         self.log_dict(metrics, batch_size=size, prog_bar=stage == "val")

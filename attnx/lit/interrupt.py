@@ -47,7 +47,7 @@ class SaveOnInterrupt(pl.Callback):
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         self.signals.in_loop = False
 
-    def _own_sigterm(self, trainer: pl.Trainer, *_: Any) -> None:
+    def _own_sigterm(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # each stage's loop starts after Lightning has put its SIGTERM handler in front of attnx's
         # (and its teardown puts attnx's back)
         self.signals.take(signal.SIGTERM)
@@ -57,7 +57,8 @@ class SaveOnInterrupt(pl.Callback):
     def on_train_batch_end(self, trainer: pl.Trainer, *_: Any) -> None:
         signum = self._received(trainer)
         # whether a validation is due: Lightning's own predicate, which its epoch loop asks after this hook
-        if signum and not trainer.fit_loop.epoch_loop._should_check_val_fx(trainer.fit_loop._data_fetcher):
+        fetcher = trainer.fit_loop._data_fetcher
+        if signum and fetcher is not None and not trainer.fit_loop.epoch_loop._should_check_val_fx(fetcher):
             self._stop(signum)
 
     def on_validation_batch_end(self, trainer: pl.Trainer, *_: Any) -> None:

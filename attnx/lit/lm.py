@@ -8,7 +8,7 @@ import torch.nn.functional as F
 from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.classification import MulticlassAccuracy
 
-from attnx.lit.module import AttnxModule
+from attnx.lit.module import AttnxModule, given
 from attnx.models.sites import Sites
 from attnx.models.spec import ModelSpec
 from attnx.tasks.base import Batch
@@ -40,15 +40,15 @@ class LMModule(AttnxModule):
 
     @staticmethod
     def loss(logits: torch.Tensor, batch: Batch) -> torch.Tensor:
-        return F.cross_entropy(logits.flatten(0, 1), batch.tgt.flatten(), ignore_index=PAD)
+        return F.cross_entropy(logits.flatten(0, 1), given(batch.tgt, "targets").flatten(), ignore_index=PAD)
 
     def _evaluate(self, batch: Batch, stage: str) -> None:
         logits, _ = self(batch)
         metrics = self.val_metrics if stage == "val" else self.test_metrics
-        size = len(batch.src)
-        targets = batch.tgt != PAD
+        size, tgt = len(batch.src), given(batch.tgt, "targets")
+        targets = tgt != PAD
         metrics["loss"].update(self.loss(logits, batch), weight=targets.sum().float())
-        wrong = (logits.argmax(-1) != batch.tgt) & targets
-        metrics["acc"].update(logits.flatten(0, 1), batch.tgt.flatten())
+        wrong = (logits.argmax(-1) != tgt) & targets
+        metrics["acc"].update(logits.flatten(0, 1), tgt.flatten())
         metrics["exact_match"].update((~wrong.any(1)).float())
         self.log_dict(metrics, batch_size=size, prog_bar=stage == "val")

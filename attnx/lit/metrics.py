@@ -14,6 +14,9 @@ class ByLength(Metric):
 
     full_state_update = False
 
+    total: torch.Tensor  # states, summed over ranks: the scores and examples at each length
+    count: torch.Tensor
+
     def __init__(self, max_length: int = MAX_LENGTH) -> None:
         super().__init__()
         self.add_state("total", torch.zeros(max_length + 1, dtype=torch.float64), dist_reduce_fx="sum")
@@ -32,4 +35,5 @@ class ByLength(Metric):
         return {n: int(self.count[n]) for n in self.lengths()}
 
     def lengths(self) -> list[int]:
-        return self.count.nonzero().flatten().tolist()
+        found: list[int] = self.count.nonzero().flatten().tolist()
+        return found

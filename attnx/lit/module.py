@@ -9,6 +9,7 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from hydra.utils import instantiate
+from lightning.pytorch.utilities.types import OptimizerLRSchedulerConfig
 from torch import nn
 
 from attnx.lit.optim import param_groups
@@ -19,6 +20,13 @@ from attnx.models.spec import ModelSpec
 
 class NonFiniteLoss(ArithmeticError):
     """The training loss became NaN or infinite; the run stops before that step's update."""
+
+
+def given(field: torch.Tensor | None, name: str) -> torch.Tensor:
+    """A batch's optional field (`tgt`, `label`) that every batch of a model type's tasks carries."""
+    if field is None:
+        raise ValueError(f"a batch without {name}, which this model trains on")
+    return field
 
 
 class AttnxModule(pl.LightningModule):
@@ -48,7 +56,7 @@ class AttnxModule(pl.LightningModule):
         collections = (getattr(self, f"{stage}_metrics", None), getattr(self, f"{stage}_text", None))
         return sorted(name for metrics in collections if metrics is not None for name in metrics)
 
-    def configure_optimizers(self) -> dict[str, Any]:
+    def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
         """The `optim.optimizer` partial on `param_groups`, stepped each batch by the `optim.scheduler`
         partial over the run's `trainer.estimated_stepping_batches`."""
         optim = self.spec.optim
@@ -97,9 +105,10 @@ class AttnxModule(pl.LightningModule):
         call costs Lightning about half a millisecond on CPU, 5% of a small model's step
         (benchmarks/README.md). Logged values are unchanged; the progress bar's figure follows them."""
         trainer = self._trainer
-        if trainer is None or not trainer.log_every_n_steps:  # a step called outside fit, or logging off
+        every = getattr(trainer, "log_every_n_steps", 0)  # Lightning's logger connector sets it
+        if trainer is None or not every:  # a step called outside fit, or logging off
             return
-        if (self.global_step + 1) % trainer.log_every_n_steps == 0 or trainer.should_stop:
+        if (self.global_step + 1) % every == 0 or trainer.should_stop:
             self.log(name, value, prog_bar=True, batch_size=batch_size)
 
     def on_before_backward(self, loss: torch.Tensor) -> None:

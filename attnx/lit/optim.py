@@ -16,7 +16,7 @@ def param_groups(module: nn.Module) -> list[dict[str, Any]]:
     would pull each towards an arbitrary value (a zero gain, τ = 1 for cosine's log τ) while they hold
     too few parameters to overfit with."""
     named = [(name, p) for name, p in module.named_parameters() if p.requires_grad]
-    groups = [
+    groups: list[dict[str, Any]] = [
         {"params": [(n, p) for n, p in named if p.dim() >= 2]},
         {"params": [(n, p) for n, p in named if p.dim() < 2], "weight_decay": 0.0},
     ]

@@ -18,7 +18,7 @@ from the generators afterwards.
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import Any, cast
 
 import lightning.pytorch as pl
 import numpy as np
@@ -57,7 +57,8 @@ class ExactResume(pl.Callback):
 
 def _collect() -> dict[str, Any]:
     """This process's generator states, as types a `weights_only` load accepts."""
-    name, keys, position, has_gauss, gauss = np.random.get_state()
+    state = cast(tuple[str, np.ndarray, int, int, float], np.random.get_state())  # legacy: the tuple
+    name, keys, position, has_gauss, gauss = state
     return {
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],

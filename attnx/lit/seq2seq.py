@@ -9,6 +9,8 @@ the task's raw references, which may be several per example and keep words the v
 
 from __future__ import annotations
 
+from typing import cast
+
 import torch
 import torch.nn.functional as F
 from torchmetrics import MeanMetric, MetricCollection
@@ -16,7 +18,8 @@ from torchmetrics.text import Perplexity
 
 from attnx import registry
 from attnx.lit.metrics import ByLength
-from attnx.lit.module import AttnxModule
+from attnx.lit.module import AttnxModule, given
+from attnx.models.seq2seq import Seq2Seq
 from attnx.models.sites import Sites
 from attnx.models.spec import ModelSpec
 from attnx.tasks.base import Batch, Task
@@ -44,21 +47,25 @@ class Seq2SeqModule(AttnxModule):
         self.tgt_vocab = Vocab(spec.tgt_itos or [])
         text = self.task.text_metrics()
         self.val_text = MetricCollection(text, prefix="val/", compute_groups=False) if text else None
-        self.test_text = self.val_text.clone(prefix="test/") if text else None
+        self.test_text = None if self.val_text is None else self.val_text.clone(prefix="test/")
         self.target_tokens: float | None = None  # set by on_fit_start, for train_loss
 
     def forward(self, batch: Batch, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Teacher-forced logits [B, U, V] for targets tgt[:, 1:] given tgt[:, :-1].
 
         Weights are off by default: they force multi_head off the fused SDPA kernel."""
-        return self.model(batch.src, batch.src_len, batch.tgt[:, :-1], need_weights=need_weights)
+        return self.model(
+            batch.src, batch.src_len, given(batch.tgt, "targets")[:, :-1], need_weights=need_weights
+        )
 
     def loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
         """Cross-entropy per target token (what val/test log, and perplexity exponentiates)."""
-        return F.cross_entropy(logits.flatten(0, 1), batch.tgt[:, 1:].flatten(), ignore_index=PAD)
+        return F.cross_entropy(
+            logits.flatten(0, 1), given(batch.tgt, "targets")[:, 1:].flatten(), ignore_index=PAD
+        )
 
     def on_fit_start(self) -> None:
-        task = getattr(self.trainer.datamodule, "task", None)
+        task = getattr(getattr(self.trainer, "datamodule", None), "task", None)
         self.target_tokens = float((task.splits["train"].tgt_len - 1).double().mean()) if task else None
 
     def train_loss(self, logits: torch.Tensor, batch: Batch) -> torch.Tensor:
@@ -70,25 +77,28 @@ class Seq2SeqModule(AttnxModule):
         if self.target_tokens is None:  # plain dataloaders: no split to take the mean from
             return self.loss(logits, batch)
         total = F.cross_entropy(
-            logits.flatten(0, 1), batch.tgt[:, 1:].flatten(), ignore_index=PAD, reduction="sum"
+            logits.flatten(0, 1),
+            given(batch.tgt, "targets")[:, 1:].flatten(),
+            ignore_index=PAD,
+            reduction="sum",
         )
         return total / (len(batch.src) * self.target_tokens)
 
     def decode(self, src: torch.Tensor, src_len: torch.Tensor) -> torch.Tensor:
         """Output token ids [B, L] by the configured decoder (greedy or beam search)."""
-        cfg = self.spec.decode
+        cfg, model = self.spec.decode, cast(Seq2Seq, self.model)
         max_len = int(cfg["max_len_ratio"] * int(src_len.max())) + 5
         if cfg["beam_size"] > 1:
-            tokens, _ = self.model.beam_search(
+            tokens, _ = model.beam_search(
                 src, src_len, max_len, beam_size=cfg["beam_size"], length_penalty=cfg["length_penalty"]
             )
         else:
-            tokens, _ = self.model.greedy(src, src_len, max_len)
+            tokens, _ = model.greedy(src, src_len, max_len)
         return tokens
 
     def _evaluate(self, batch: Batch, stage: str) -> None:
         logits, _ = self(batch)
-        target = batch.tgt[:, 1:]
+        target = given(batch.tgt, "targets")[:, 1:]
         metrics = self.val_metrics if stage == "val" else self.test_metrics
         size = len(batch.src)
         real = target != PAD
@@ -112,14 +122,16 @@ class Seq2SeqModule(AttnxModule):
             text_metrics.update(hypotheses, self.references(batch, stage))
             self.log_dict(text_metrics, batch_size=size)
 
-    def by_length(self) -> dict[str, dict[int, float]]:
+    def by_length(self) -> dict[str, dict[int, float] | dict[int, int]]:
         """The test split's exact match and examples at each source length (after `trainer.test`)."""
         return {"test/exact_match": self.test_by_length.compute(), "examples": self.test_by_length.counts()}
 
     def references(self, batch: Batch, stage: str) -> list[list[str]]:
         """The batch's references from the trainer's task; without a datamodule (plain dataloaders)
         only the target ids are at hand, read back as text."""
-        task = getattr(self.trainer.datamodule, "task", None)
+        task = getattr(getattr(self.trainer, "datamodule", None), "task", None)
         if task is not None and batch.index is not None:
-            return task.references(stage, batch.index)
-        return [[self.task.detokenize(self.tgt_vocab.decode(row))] for row in batch.tgt[:, 1:].tolist()]
+            references: list[list[str]] = task.references(stage, batch.index)
+            return references
+        rows = given(batch.tgt, "targets")[:, 1:].tolist()
+        return [[self.task.detokenize(self.tgt_vocab.decode(row))] for row in rows]

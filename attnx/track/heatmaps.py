@@ -133,9 +133,9 @@ class AttentionHeatmaps(Callback):
         """The first `num_examples` of the validation split, on the module's device; the same every time
         (taken from the split, not the loader, whose batches bucketing orders by length)."""
         if self._examples is None:
-            split = trainer.datamodule.task.splits["val"]
+            split = trainer.datamodule.task.splits["val"]  # type: ignore[attr-defined]  # Lightning's, untyped
             self._examples = split[torch.arange(min(self.num_examples, len(split)))]
-        return Batch(*(None if t is None else t.to(pl_module.device) for t in self._examples))
+        return Batch._make(None if t is None else t.to(pl_module.device) for t in self._examples)
 
 
 def publish(trainer: pl.Trainer, key: str, items: list[tuple[Figure, Path, str]]) -> None:

@@ -66,8 +66,8 @@ def attention_maps(
     spec, model = module.spec, module.model
     if spec.model_type == "lm":
         return [[_heads(m, heads) for m in example] for example in _language_model(module, batch, layers)]
-    recorders = [m for m in (model.encoder, getattr(model, "decoder", None)) if hasattr(m, "record_weights")]
-    recorders = recorders if self_attention else []
+    parts = (model.encoder, getattr(model, "decoder", None))
+    recorders = [m for m in parts if m is not None and hasattr(m, "record_weights")] if self_attention else []
     for recorder in recorders:
         recorder.record_weights = True  # kept by the forward pass below, read back after it
     try:
@@ -138,12 +138,13 @@ def _language_model(module: Any, batch: Batch, layers: list[int] | None) -> list
     spec = module.spec
     logits, weights = module.model(batch.src, batch.src_len, need_weights=True)
     chosen = [i for i in _chosen(weights, layers) if weights[i] is not None]
-    right = (logits.argmax(-1) == batch.tgt) if batch.tgt is not None else None
+    tgt = batch.tgt
+    right = None if tgt is None else logits.argmax(-1) == tgt
     maps = []
     for b, source in enumerate(_sources(spec, batch)):
         title = "the input"
-        if right is not None:
-            targets = batch.tgt[b] != PAD
+        if tgt is not None and right is not None:
+            targets = tgt[b] != PAD
             title = f"{int(right[b][targets].sum())}/{int(targets.sum())} targets predicted right"
         n = len(source)
         maps.append(
@@ -208,7 +209,7 @@ def _decoder_self_attention(
     step that emitted output t, and it reads the decoder's inputs <bos>, y_1, .., y_t."""
     recorded = decoder.attention_weights.get("self", [])
     chosen = [i for i in _chosen(recorded, layers) if recorded[i] is not None]
-    found = []
+    found: list[list[AttentionMap]] = []
     for b, example in enumerate(maps):
         cross = next((m for m in example if m.kind == "cross"), None)
         if cross is None:  # cross-attention without weights: the emitted steps are unknown here

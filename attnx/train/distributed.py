@@ -39,7 +39,7 @@ def rank() -> int:
     from the environment (RANK, LOCAL_RANK, SLURM_PROCID); 0 outside DDP."""
     from lightning.fabric.utilities.rank_zero import rank_zero_only
 
-    return rank_zero_only.rank
+    return int(getattr(rank_zero_only, "rank", 0))  # Lightning sets it on the function at import
 
 
 def check_nodes(trainer: Any) -> None:
@@ -74,8 +74,8 @@ def local_ranks(trainer: Any, cfg: Any) -> Iterator[None]:
     from attnx.track import sweep
 
     launcher = trainer.strategy.launcher
-    environment = getattr(launcher, "cluster_environment", None)
-    if not isinstance(launcher, _SubprocessScriptLauncher) or environment.creates_processes_externally:
+    environment = launcher.cluster_environment if isinstance(launcher, _SubprocessScriptLauncher) else None
+    if environment is None or environment.creates_processes_externally:
         yield
         return
     shared = {  # what Lightning's launcher gives its children; LOCAL_RANK makes them "started outside"
