@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any, Optional, cast
 from attnx.config.schema import DecodeConfig
 
 if TYPE_CHECKING:
-    from attnx.models.spec import ModelSpec, ModelType
+    from attnx.models.spec import ModelSpec
+    from attnx.tasks.base import ModelType
 
 USAGE = """usage: attnx predict ckpt=PATH input=TEXT [decode.beam_size=N] [decode.length_penalty=A]
                      [decode.max_len_ratio=R] [top_k=K] [max_input_len=N] [self_attention=true]

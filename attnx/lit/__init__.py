@@ -7,7 +7,8 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from attnx.models.sites import Sites
-    from attnx.models.spec import ModelSpec, ModelType
+    from attnx.models.spec import ModelSpec
+    from attnx.tasks.base import ModelType
 
 # model type -> the LightningModule that trains it, imported on first use (the one branch on the type here)
 MODULES: dict[ModelType, str] = {

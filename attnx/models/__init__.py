@@ -5,7 +5,8 @@ from attnx.models.assembly import build_model, model_from_spec
 from attnx.models.classifier import Classifier
 from attnx.models.seq2seq import Seq2Seq
 from attnx.models.sites import Sites, resolve_score_name, resolve_sites
-from attnx.models.spec import ModelSpec, ModelType
+from attnx.models.spec import ModelSpec
+from attnx.tasks.base import ModelType
 
 __all__ = [
     "Classifier",

@@ -16,10 +16,11 @@ from functools import partial
 from typing import Any
 
 from attnx import registry
-from attnx.models.spec import ModelSpec, ModelType, check_model_type
+from attnx.models.spec import ModelSpec, check_model_type
 from attnx.nn.attention import Mechanism
 from attnx.nn.scores import ScoreFactory
 from attnx.nn.transformer import refusal
+from attnx.tasks.base import ModelType
 
 
 @dataclass(frozen=True)

@@ -13,12 +13,12 @@ import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import Any, get_args
 
 from attnx import registry
 from attnx.models.classifier import Classifier
+from attnx.tasks.base import ModelType
 
-ModelType = Literal["seq2seq", "classification", "lm"]
 MODEL_TYPES: tuple[ModelType, ...] = get_args(ModelType)
 # The parts each model type is assembled from, by the config sections that describe them: the one branch
 # on the model type for what a model is made of. The first part reads the source (an lm's, the sequence);
@@ -90,7 +90,7 @@ class ModelSpec:
             raise ValueError(f"a model spec of version {version}, newer than this attnx's ({VERSION})")
         for upgrade in _UPGRADES[version:]:
             upgrade(spec)
-        for kind in ("task", "encoder", "decoder", "attention", "score"):
+        for kind in registry.KINDS:
             if spec.get(kind) is not None:
                 spec[kind] = registry.upgrade(kind, spec[kind], dropped)
         return cls(**spec)

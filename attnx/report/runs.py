@@ -21,10 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from attnx.track.results import RESULTS, Unreadable, find_runs, read_results
+from attnx.track.results import CHOICES, RESULTS, Unreadable, find_runs, read_results
 
 # resolved choices: a default score has a name here
-CHOICES = ("task", "encoder", "decoder", "attention", "score")
 NOT_SWEPT = ("seed", "resume", "ckpt_path")  # seed is averaged over; the others do not change a result
 DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
     "seq2seq": ("test/exact_match", "test/token_acc"),

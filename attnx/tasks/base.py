@@ -10,13 +10,17 @@ import math
 import zlib
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, Literal, NamedTuple
 
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from attnx.vocab import Vocab
+
+# What a task trains (`Task.model_type`): the one definition of the three model types, here because the
+# task declares it; attnx.models.spec assembles a model by it.
+ModelType = Literal["seq2seq", "classification", "lm"]
 
 SPLITS = ("train", "val", "test")
 
@@ -220,7 +224,7 @@ class Task:
     adds (or whose default it changes) and passes the rest on with `**kwargs`: its config has them all.
     """
 
-    model_type: ClassVar[str]  # which model the task trains: "seq2seq" | "classification" | "lm"
+    model_type: ClassVar[ModelType]  # which model the task trains
     # the `attention` a run of this task takes when the user names none (None: conf/train.yaml's)
     default_attention: ClassVar[str | None] = None
     src_vocab: Vocab

@@ -24,6 +24,9 @@ from attnx.track.lock import LOCK, held
 
 log = logging.getLogger("attnx")
 RESULTS = "results.json"
+# A record's `choices`, by registered name: the registry's kinds (`registry.KINDS`) in the order a run is
+# described and a report's columns stand
+CHOICES = ("task", "encoder", "decoder", "attention", "score")
 MARKS = (RESULTS, ".hydra", LOCK)  # what makes a folder a run folder
 RUN_FOLDER = f"a run folder holds {RESULTS}, .hydra/ or {LOCK}, which every run writes as it starts"
 

@@ -34,12 +34,10 @@ from attnx import registry
 from attnx.config.compose import ConfigError, one_line, renamed_sections
 from attnx.track import sweep
 from attnx.track.lock import RunFolderBusy, RunLock
-from attnx.track.results import Record, completed
+from attnx.track.results import CHOICES, Record, completed
 from attnx.track.signals import Interrupted, Signals
 from attnx.train import distributed
 from attnx.train.assemble import assemble, checkpoint_dir
-
-CHOICES = ("task", "encoder", "decoder", "attention", "score")  # recorded by registered name in results
 
 log = logging.getLogger("attnx")
 

@@ -79,7 +79,7 @@ FUSED = [
     "attention=multi_head",
     "attention.num_heads=2",
     *TINY_MODEL,
-    "model.dropout=0.0",
+    "classifier.dropout=0.0",
     *sizes(train=32, val=8, test=8, batch=8),
     *NO_HEATMAPS,
 ]

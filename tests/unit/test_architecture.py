@@ -27,7 +27,8 @@ def attnx_imports(path: Path) -> set[str]:
     """The attnx modules `path` imports: `from attnx.a import b` imports `attnx.a.b` when that is a module."""
     known = modules()
     tree = ast.parse(path.read_text())
-    unrun = {id(n) for guard in ast.walk(tree) if _type_checking(guard) for s in guard.body for n in ast.walk(s)}
+    guards = [node for node in ast.walk(tree) if _type_checking(node)]
+    unrun = {id(n) for guard in guards for statement in guard.body for n in ast.walk(statement)}
     names = set()
     for node in ast.walk(tree):
         if id(node) in unrun:

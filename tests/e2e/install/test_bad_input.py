@@ -74,8 +74,8 @@ CASES = [
     ("train decoder.hidden_dim=-8", "decoder.hidden_dim=-8: must be a positive integer", None),
     ("train decoder.embed_dim=0", "decoder.embed_dim=0: must be a positive integer", None),
     ("train decoder.num_layers=0", "decoder.num_layers=0: must be a positive integer", None),
-    ("train model.dropout=1.5", "model.dropout=1.5: must be in [0, 1)", None),
-    ("train model.dropout=-0.1", "model.dropout=-0.1: must be in [0, 1)", None),
+    ("train classifier.dropout=1.5", "classifier.dropout=1.5: must be in [0, 1)", None),
+    ("train model.dropout=-0.1", "classifier.dropout=-0.1: must be in [0, 1)", None),  # the old name, warned
     ("train encoder.hidden_dim=-1", "encoder.hidden_dim=-1: must be a positive integer", None),
     (
         "train encoder=self_attn encoder.attention.num_heads=0",

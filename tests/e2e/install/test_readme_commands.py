@@ -62,7 +62,10 @@ from helpers.readme_lines import (
 
 ATTNX = [sys.executable, "-m", "attnx.cli"]  # the real CLI in a fresh interpreter
 
-SLURM = "needs a SLURM cluster; tests/e2e/train/test_slurm.py submits sweeps to one, or to scripts/slurm-local.sh's"
+SLURM = (
+    "needs a SLURM cluster; tests/e2e/train/test_slurm.py submits sweeps to one, or to "
+    "scripts/slurm-local.sh's"
+)
 SKIPPED = {
     "attnx train -m hydra/launcher=slurm hydra.launcher.partition=NAME resume=auto "
     "attention=additive,dot": SLURM,
@@ -76,8 +79,8 @@ SKIPPED = {
     "sudo scripts/slurm-local.sh start": "installs and starts SLURM as root (.ci/run does, for test_slurm)",
     "sudo scripts/slurm-local.sh stop": "stops the cluster that start started",
     "attnx train trainer=ddp": "needs 2 CUDA GPUs (NCCL); trainer=ddp_cpu, the same config, runs here",
-    "attnx dashboard 'multirun/<date>/<time>'": "serves until Ctrl+C; tests/e2e/dashboard/test_dashboards.py serves a tiny "
-    "sweep and opens its URL in a browser",
+    "attnx dashboard 'multirun/<date>/<time>'": "serves until Ctrl+C; tests/e2e/dashboard/test_dashboards.py "
+    "serves a tiny sweep and opens its URL in a browser",
     "attnx sync 'multirun/<date>/<time>'": "needs a W&B login and W&B's server",
     "attnx sync 'multirun/<date>/<time>' --dry-run": "needs offline W&B runs (logger=wandb, seconds each to "
     "start); tests/e2e/dashboard/test_dashboards.py runs it on a tiny W&B sweep",

@@ -116,7 +116,7 @@ def test_beam_search_through_a_trained_checkpoint(
     task = registry("task").get("dates")(**SLICE)
     batch = next(iter(task.dataloader("test")))
     greedy_module = load(record["checkpoint"], {"beam_size": 1})
-    max_len = int(greedy_module.spec["decode"]["max_len_ratio"] * int(batch.src_len.max())) + 5
+    max_len = int(greedy_module.spec.decode["max_len_ratio"] * int(batch.src_len.max())) + 5
     greedy, _ = greedy_module.model.greedy(batch.src, batch.src_len, max_len)
     assert torch.equal(greedy_module.decode(batch.src, batch.src_len), greedy)
 

@@ -45,6 +45,8 @@ def test_a_plugin_task_ships_its_defaults_in_a_sweep_over_tasks(tmp_path: Path) 
     assert all(r["status"] == "completed" for r in records.values())
     mine, other = records["short_reverse"]["config"], records["reverse"]["config"]
     # decode: a key of train.yaml's own, which the task's defaults follow (after `_self_`)
-    chosen = [(c["classifier"]["dropout"], c["optim"]["lr"], c["decode"]["max_len_ratio"]) for c in (mine, other)]
+    chosen = [
+        (c["classifier"]["dropout"], c["optim"]["lr"], c["decode"]["max_len_ratio"]) for c in (mine, other)
+    ]
     assert chosen[0] == (0.25, 0.002, 1.5)
     assert chosen[1] == (0.1, 0.003, 2.0)

@@ -67,7 +67,14 @@ def compose_site(site: str, mechanism: str, score: str | None) -> dict:
 
 def build(cfg: dict) -> torch.nn.Module:
     return build_model(
-        "seq2seq", VOCAB, cfg["encoder"], cfg["attention"], cfg["score"], cfg["classifier"], cfg["decoder"], VOCAB
+        "seq2seq",
+        VOCAB,
+        cfg["encoder"],
+        cfg["attention"],
+        cfg["score"],
+        cfg["classifier"],
+        cfg["decoder"],
+        VOCAB,
     )
 
 

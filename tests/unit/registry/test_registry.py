@@ -160,3 +160,10 @@ def test_upgrade_makes_a_saved_section_buildable() -> None:
     assert upgrade("attention", saved, dropped) == {"name": "dot", "input_feeding": False}
     assert dropped == ["attention 'dot' dropped_since=0.5"]
     assert upgrade("score", {"name": "cosine"}) == {"name": "cosine"}  # new arguments take defaults
+
+
+def test_a_results_record_chooses_one_name_of_each_kind() -> None:
+    from attnx.registry import KINDS
+    from attnx.track.results import CHOICES
+
+    assert sorted(CHOICES) == sorted(KINDS)

@@ -1,6 +1,7 @@
 """A run shorter than one epoch (`trainer.max_steps` under an epoch: how people smoke-test a config) never
 validates while it trains; it must still complete, with test metrics (issue 29: every such run failed in
-`callbacks.stop_at`'s EarlyStopping). tests/e2e/install/test_readme_commands.py runs every README line this way."""
+`callbacks.stop_at`'s EarlyStopping). tests/e2e/install/test_readme_commands.py runs every README line
+this way."""
 
 
 from __future__ import annotations
