@@ -42,35 +42,9 @@ def edit_distance(a: Sequence[str], b: Sequence[str]) -> int:
     return previous[-1]
 
 
-class TokenErrorRate(Metric):
-    """Σ edits to the closest reference / Σ that reference's length: the phoneme error rate (PER) of
-    grapheme-to-phoneme work when tokens are phonemes (Bisani & Ney 2008)."""
-
-    full_state_update = False
-    higher_is_better = False
-    edits: torch.Tensor  # states, made by add_state
-    length: torch.Tensor
-
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.add_state("edits", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
-        self.add_state("length", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
-
-    def update(self, hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> None:
-        for hypothesis, refs in zip(hypotheses, references, strict=True):
-            tokens = hypothesis.split()
-            scored = [(edit_distance(tokens, r.split()), len(r.split())) for r in refs]
-            edits, length = min(scored, key=lambda s: (s[0], -s[1]))  # ties: the longer, lower-rate reference
-            self.edits += edits
-            self.length += length
-
-    def compute(self) -> torch.Tensor:
-        return (self.edits / self.length.clamp(min=1)).float()
-
-
-class SequenceErrorRate(Metric):
-    """The fraction of outputs equal to none of their references: grapheme-to-phoneme's word error rate
-    (WER), where a word is right if its output is any of the word's pronunciations."""
+class ErrorRate(Metric):
+    """Σ errors / Σ the units they are counted over, summed over examples (and DDP ranks): each subclass
+    says what an example's errors and units are (`count`)."""
 
     full_state_update = False
     higher_is_better = False
@@ -82,11 +56,33 @@ class SequenceErrorRate(Metric):
         self.add_state("errors", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
         self.add_state("total", torch.tensor(0.0, dtype=torch.float64), dist_reduce_fx="sum")
 
+    def count(self, tokens: list[str], references: list[list[str]]) -> tuple[float, float]:
+        """(errors, units) of one output, as tokens, against its references' tokens."""
+        raise NotImplementedError
+
     def update(self, hypotheses: Sequence[str], references: Sequence[Sequence[str]]) -> None:
         for hypothesis, refs in zip(hypotheses, references, strict=True):
-            tokens = hypothesis.split()
-            self.errors += all(tokens != r.split() for r in refs)
-            self.total += 1
+            errors, units = self.count(hypothesis.split(), [r.split() for r in refs])
+            self.errors += errors
+            self.total += units
 
     def compute(self) -> torch.Tensor:
         return (self.errors / self.total.clamp(min=1)).float()
+
+
+class TokenErrorRate(ErrorRate):
+    """Σ edits to the closest reference / Σ that reference's length: the phoneme error rate (PER) of
+    grapheme-to-phoneme work when tokens are phonemes (Bisani & Ney 2008)."""
+
+    def count(self, tokens: list[str], references: list[list[str]]) -> tuple[float, float]:
+        scored = [(edit_distance(tokens, r), len(r)) for r in references]
+        edits, length = min(scored, key=lambda s: (s[0], -s[1]))  # ties: the longer, lower-rate reference
+        return edits, length
+
+
+class SequenceErrorRate(ErrorRate):
+    """The fraction of outputs equal to none of their references: grapheme-to-phoneme's word error rate
+    (WER), where a word is right if its output is any of the word's pronunciations."""
+
+    def count(self, tokens: list[str], references: list[list[str]]) -> tuple[float, float]:
+        return float(all(tokens != r for r in references)), 1.0

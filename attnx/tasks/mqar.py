@@ -20,11 +20,10 @@ from torch import Tensor
 
 from attnx.registry import register_task
 from attnx.tasks.base import SPLITS, PaddedSplit, SizedTask, check
-from attnx.tasks.synthetic import rows_in
+from attnx.tasks.synthetic import draw_unseen
 from attnx.vocab import PAD, SPECIALS, Vocab
 
 _FIRST_SYMBOL = len(SPECIALS)  # token t has id _FIRST_SYMBOL + t
-_ROUNDS = 10  # rejection rounds when val/test must avoid earlier splits' sequences
 
 
 @register_task("mqar")
@@ -89,20 +88,11 @@ class MQARTask(SizedTask):
     def _fresh(self, split: str, earlier: list[Tensor]) -> tuple[Tensor, Tensor]:
         """The split's sequences, rejecting any that an earlier split holds (no test leakage)."""
         size, generator = self.sizes[split], self.generator(split)
-        kept_src, kept_tgt, count = [], [], 0
-        for _ in range(_ROUNDS):
-            src, tgt = self.sample(size, *self.shapes[split], generator)
-            for seen in earlier:
-                fresh = ~rows_in(src, seen)
-                src, tgt = src[fresh], tgt[fresh]
-            kept_src.append(src)
-            kept_tgt.append(tgt)
-            count += len(src)
-            if count >= size:
-                return torch.cat(kept_src)[:size], torch.cat(kept_tgt)[:size]
-        raise ValueError(
-            f"task.{split}_size={size} is invalid: only {count} sequences unseen in earlier splits"
-        )
+        src, tgt = draw_unseen(lambda: self.sample(size, *self.shapes[split], generator), size, earlier)
+        if len(src) < size:
+            unseen = f"only {len(src)} sequences unseen in earlier splits"
+            raise ValueError(f"task.{split}_size={size} is invalid: {unseen}")
+        return src, tgt
 
     def sample(self, n: int, seq_len: int, pairs: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """`n` sequences: (token ids [n, seq_len], target ids [n, seq_len], PAD where there is no target)."""

@@ -9,6 +9,7 @@ repeat a source of an earlier split.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -39,6 +40,27 @@ def rows_in(rows: Tensor, table: Tensor) -> Tensor:
     both = torch.cat([_pad_to(rows, width), _pad_to(table, width)])
     _, ids = torch.unique(both, dim=0, return_inverse=True)
     return torch.isin(ids[: len(rows)], ids[len(rows) :])
+
+
+def draw_unseen(
+    sample: Callable[[], tuple[Tensor, Tensor]], size: int, earlier: list[Tensor]
+) -> tuple[Tensor, Tensor]:
+    """Up to `size` rows of `sample()`'s first tensor, with the matching rows of its second (targets or
+    lengths), none of them a row of an earlier split (no test leakage): drawn in up to `_ROUNDS` rounds,
+    so fewer than `size` when the space is nearly exhausted, which the caller reports."""
+    seen = torch.cat([_pad_to(s, max(s.shape[1] for s in earlier)) for s in earlier]) if earlier else None
+    kept: list[tuple[Tensor, Tensor]] = []
+    count = 0
+    for _ in range(_ROUNDS):
+        rows, other = sample()
+        if seen is not None:
+            fresh = ~rows_in(rows, seen)
+            rows, other = rows[fresh], other[fresh]
+        kept.append((rows, other))
+        count += len(rows)
+        if count >= size:
+            break
+    return torch.cat([k[0] for k in kept])[:size], torch.cat([k[1] for k in kept])[:size]
 
 
 def _pad_to(x: Tensor, width: int) -> Tensor:
@@ -102,22 +124,13 @@ class SyntheticSeq2Seq(SizedTask):
     def _fresh_sources(self, split: str, earlier: list[Tensor]) -> tuple[Tensor, Tensor]:
         """Sample the split's sources, rejecting any that an earlier split holds (no test leakage)."""
         size, (min_len, max_len), generator = self.sizes[split], self.ranges[split], self.generator(split)
-        seen = torch.cat([_pad_to(s, max(s.shape[1] for s in earlier)) for s in earlier]) if earlier else None
-        kept_src, kept_len, count = [], [], 0
-        for _ in range(_ROUNDS):
-            src, src_len = self.sample(size, min_len, max_len, generator)
-            if seen is not None:
-                fresh = ~rows_in(src, seen)
-                src, src_len = src[fresh], src_len[fresh]
-            kept_src.append(src)
-            kept_len.append(src_len)
-            count += len(src)
-            if count >= size:
-                return torch.cat(kept_src)[:size], torch.cat(kept_len)[:size]
-        raise ValueError(
-            f"task.{split}_size={size} is invalid: only {count} sources of length {min_len}-{max_len} "
-            "unseen in earlier splits were found; lower the size or widen the lengths"
-        )
+        src, src_len = draw_unseen(lambda: self.sample(size, min_len, max_len, generator), size, earlier)
+        if len(src) < size:
+            raise ValueError(
+                f"task.{split}_size={size} is invalid: only {len(src)} sources of length {min_len}-{max_len} "
+                "unseen in earlier splits were found; lower the size or widen the lengths"
+            )
+        return src, src_len
 
 
 class SymbolSequenceTask(SyntheticSeq2Seq):
