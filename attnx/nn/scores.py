@@ -9,6 +9,7 @@ from __future__ import annotations
 import inspect
 import math
 from collections.abc import Callable
+from functools import partial
 from typing import Any, ClassVar
 
 import torch
@@ -16,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnx.nn.positions import Positions
-from attnx.registry import register_score
+from attnx.registry import init_parameters, register_score
 
 
 class Score(nn.Module):
@@ -63,11 +64,16 @@ ScoreFactory = Callable[..., Score]  # (query_dim, key_dim[, num_heads]) -> Scor
 
 
 def build_score(factory: ScoreFactory, query_dim: int, key_dim: int, num_heads: int = 1) -> Score:
-    """factory(query_dim, key_dim), passing num_heads when the factory takes it."""
-    try:
-        takes_heads = "num_heads" in inspect.signature(factory).parameters
-    except (TypeError, ValueError):  # a builtin or C callable without a signature
-        takes_heads = False
+    """factory(query_dim, key_dim), passing num_heads when the factory takes it: a score class's own
+    constructor, or one it passes `**kwargs` up to (a subclass that adds an argument)."""
+    target = factory.func if isinstance(factory, partial) else factory
+    if isinstance(target, type):
+        takes_heads = any(p.name == "num_heads" for p in init_parameters(target))
+    else:
+        try:
+            takes_heads = "num_heads" in inspect.signature(factory).parameters
+        except (TypeError, ValueError):  # a builtin or C callable without a signature
+            takes_heads = False
     return factory(query_dim, key_dim, num_heads=num_heads) if takes_heads else factory(query_dim, key_dim)
 
 

@@ -1,12 +1,14 @@
 """Score functions: values against their equations, shapes with leading dims, dim checks, the kit."""
 
 import math
+from functools import partial
+from typing import Any
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from attnx.nn.scores import AdditiveScore, CosineScore, DotScore, GeneralScore, ScaledDotScore
+from attnx.nn.scores import AdditiveScore, CosineScore, DotScore, GeneralScore, ScaledDotScore, build_score
 from attnx.registry import get
 from attnx.testing import check_score
 
@@ -84,3 +86,29 @@ def test_leading_dims(cls: type) -> None:
     score = cls(6, 6)
     assert score(q, score.prepare(k)).shape == (2, 3, 4, 5)
     assert score(q[..., :1, :], score.prepare(k)).shape == (2, 3, 1, 5)
+
+
+class PerHead(DotScore):
+    """A score with per-head parameters: it takes `num_heads`."""
+
+    def __init__(self, query_dim: int, key_dim: int, num_heads: int = 1) -> None:
+        super().__init__(query_dim, key_dim)
+        self.num_heads = num_heads
+
+
+class PerHeadScaled(PerHead):
+    """A subclass that adds one argument and passes the rest on, `num_heads` among them."""
+
+    def __init__(self, *args: Any, scale: float = 1.0, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.scale = scale
+
+
+@pytest.mark.parametrize("factory", [PerHead, PerHeadScaled, partial(PerHeadScaled, scale=2.0)], ids=str)
+def test_a_score_that_takes_num_heads_gets_it_through_kwargs_too(factory: Any) -> None:
+    assert build_score(factory, 4, 4, num_heads=3).num_heads == 3
+
+
+def test_a_score_without_num_heads_is_built_without_it() -> None:
+    assert isinstance(build_score(partial(DotScore), 4, 4, num_heads=3), DotScore)
+
