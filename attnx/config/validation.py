@@ -129,7 +129,7 @@ def check_sites(cfg: DictConfig) -> Sites:
         )
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    attention = registry.get("attention", cfg.attention.name)
+    attention = found.attention.mechanism.cls  # the class the sites resolved, not looked up again
     if "decoder" in parts and cfg.decoder.name == "rnn" and attention.placement not in PLACEMENTS:
         raise ConfigError(
             f"attention={cfg.attention.name} cannot drive the rnn decoder (placement "
