@@ -128,3 +128,27 @@ class LinearAttention(HeadsAttention):
         else:
             heads = global_linear(phi_q, phi_k, values)
         return self._merge(heads), weights if need_weights else None
+
+    def reference(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor,
+        need_weights: bool = True,
+        positions: Positions | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """A_ij = φ(q_i)·φ(k_j) / Σ_{j' ∈ V(i)} φ(q_i)·φ(k_j') for j ∈ V(i), 0 elsewhere, per head;
+        V(i) = the real keys, at positions ≤ i's when causal. Output [A_1 V_1; ...; A_H V_H] W^O, weights A.
+        The explicit Tq×Tk matrix, independent of the fast paths."""
+        q = self._split(self.W_q(query))
+        pad = ~mask.unsqueeze(-1)
+        # masked_fill, not multiply: padding may hold NaN/inf, and 0·NaN is NaN
+        k = self._split(self.W_k(keys.masked_fill(pad, 0)))
+        v = self._split(self.W_v(values.masked_fill(pad, 0)))
+        seen = mask[:, None, None, :]
+        if positions is not None and positions.causal:
+            seen = seen & (positions.relative(4) <= 0)  # key position j ≤ query position i
+        a = (feature_map(q) @ feature_map(k).transpose(-1, -2)).masked_fill(~seen, 0)
+        a = a / a.sum(-1, keepdim=True)
+        return self._merge(a @ v), a if need_weights else None

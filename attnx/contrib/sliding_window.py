@@ -11,6 +11,7 @@ scores (alibi, rope, t5_bias) included; the window is measured in positions, so 
         decoder=transformer decoder/attention=sliding_window
 """
 
+import math
 from typing import Any
 
 import torch
@@ -106,3 +107,34 @@ class SlidingWindowAttention(MultiHeadAttention):
         prepared = k, self.score.prepare(k), windows(values), self.band(mask, at)
         context, _ = super().attend(queries, prepared, False, at)
         return context.unflatten(0, (batch, blocks)).flatten(1, 2)[:, :n]
+
+    def reference(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor,
+        need_weights: bool = True,
+        positions: Positions | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """head_h(i) = Σ_{j ∈ W(i)} softmax_j(f(q_i W_h^Q, k_j W_h^K)) v_j W_h^V over the real keys j with
+        i − w < j ≤ i (causal) or |i − j| < w, in positions; output [head_1; ...; head_H] W^O, weights
+        the softmax. The full Tq×Tk scores masked to the window, independent of `banded` and `band`."""
+        if positions is None:
+            raise ValueError("sliding_window needs positions: its window is measured in them")
+        q = self._split(self.W_q(query))
+        pad = ~mask.unsqueeze(-1)
+        # masked_fill, not multiply: padding may hold NaN/inf, and 0·NaN is NaN
+        k = self._split(self.W_k(keys.masked_fill(pad, 0)))
+        v = self._split(self.W_v(values.masked_fill(pad, 0)))
+        offset = positions.relative(4)  # j − i
+        window = offset.abs() < self.window
+        if positions.causal:
+            window = window & (offset <= 0)
+        # a padded query more than w past the last real key has none in its window, and softmax over
+        # nothing is NaN: it sees its own (zeroed) key, as the module lets it. A real query of
+        # self-attention sees its own real key anyway, so its row is the equation's.
+        seen = window & (mask[:, None, None, :] | (offset == 0))
+        scores = self.score.at(q, self.score.prepare(k), positions).masked_fill(~seen, -math.inf)
+        weights = torch.softmax(scores, -1)
+        return self._merge(self.dropout(weights) @ v), weights if need_weights else None

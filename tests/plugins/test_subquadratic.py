@@ -1,9 +1,11 @@
 """The sub-quadratic mechanisms shipped in attnx.contrib: linear attention (Katharopoulos et al. 2020) and
-sliding-window attention (Longformer). Their fast paths equal explicit full-matrix references, never build
-a Tq×Tk tensor, decode with a cache as they teacher-force, and pass the conformance kit."""
+sliding-window attention (Longformer). Their fast paths equal explicit full-matrix references (the tests'
+and the `reference` each ships), never build a Tq×Tk tensor, decode with a cache as they teacher-force, and
+pass the conformance kit."""
 
 from __future__ import annotations
 
+import copy
 import math
 import os
 import subprocess
@@ -202,6 +204,127 @@ def test_sliding_window_needs_positions_and_a_window() -> None:
         att(x, x, x, torch.ones(1, 4, dtype=torch.bool))
     with pytest.raises(ValueError, match="sliding_window needs window >= 1, got 0"):
         sliding(window=0)
+
+
+# ---------------------------------------------------------------------------------------------
+# `reference`: the plain equation each ships, which its fast paths must equal
+
+LENGTHS = (1, 7, 31, 32, 33, 77, 130)  # one position; below, at and past one chunk of 32; several chunks
+EVERY_QUERY = torch.ones(3, 3, dtype=torch.bool)
+
+
+def perturbed(att: Attention) -> Attention:
+    """att in float64 with noise on every parameter, so that no initialisation's structure hides a
+    difference, in train mode (its dropout p is 0)."""
+    att = att.double().train()
+    with torch.no_grad():
+        for p in att.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    return att
+
+
+def padded(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [3, n, D] in float64 and its key mask: sequences of n, n // 2 + 1 and 1 tokens, NaN in padding."""
+    mask = torch.arange(n) < torch.tensor([n, n // 2 + 1, 1])[:, None]
+    return torch.randn(3, n, D, dtype=torch.float64).masked_fill(~mask[..., None], math.nan), mask
+
+
+def assert_matches_reference(
+    att: Attention,
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    mask: torch.Tensor,
+    need_weights: bool,
+    positions: Positions | None,
+    real: torch.Tensor,
+) -> None:
+    """forward == reference (context, and weights when asked for) over the `real` queries' rows [B, Tq], to
+    float64 precision; NaN in those rows fails."""
+    out, weights = att(query, keys, keys, mask, need_weights, positions)
+    expected, expected_weights = att.reference(query, keys, keys, mask, need_weights, positions)
+    torch.testing.assert_close(out[real], expected[real])
+    if need_weights:
+        rows = real[:, None].expand(-1, H, -1)
+        torch.testing.assert_close(weights[rows], expected_weights[rows])
+    else:
+        assert weights is None and expected_weights is None
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("n", LENGTHS)
+def test_linear_equals_its_reference_in_self_attention(n: int, causal: bool, need_weights: bool) -> None:
+    x, mask = padded(n)
+    at = Positions.self_attention(n, causal)
+    assert_matches_reference(perturbed(linear()), x, x, mask, need_weights, at, mask)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("at", ["none", "bidirectional", "causal"])
+@pytest.mark.parametrize("n", LENGTHS)
+def test_linear_equals_its_reference_in_cross_attention(n: int, at: str, need_weights: bool) -> None:
+    """3 queries at positions 0..2 over n keys at 0..n-1 (causal: the explicit path's shape)."""
+    keys, mask = padded(n)
+    query = torch.randn(3, 3, D, dtype=torch.float64)
+    positions = None if at == "none" else Positions(Positions.span(3), Positions.span(n), at == "causal")
+    assert_matches_reference(perturbed(linear()), query, keys, mask, need_weights, positions, EVERY_QUERY)
+
+
+@pytest.mark.parametrize("score", ["scaled_dot", "alibi"])
+@pytest.mark.parametrize("window", [1, 3, 16])
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("n", LENGTHS)
+def test_sliding_window_equals_its_reference(
+    n: int, causal: bool, need_weights: bool, window: int, score: str
+) -> None:
+    x, mask = padded(n)
+    att = perturbed(sliding(score, window))
+    assert_matches_reference(att, x, x, mask, need_weights, Positions.self_attention(n, causal), mask)
+
+
+@pytest.mark.parametrize("causal", [True, False])
+def test_sliding_window_reference_is_finite_for_padded_queries_without_a_real_key(causal: bool) -> None:
+    att, n = perturbed(sliding(window=1)), 20
+    x, mask = padded(n)
+    out, weights = att.reference(x.nan_to_num(0.0), x, x, mask, positions=Positions.self_attention(n, causal))
+    assert torch.isfinite(out).all() and torch.isfinite(weights).all()
+
+
+def test_sliding_window_reference_needs_positions() -> None:
+    x = torch.randn(1, 4, D)
+    with pytest.raises(ValueError, match="sliding_window needs positions"):
+        sliding().reference(x, x, x, torch.ones(1, 4, dtype=torch.bool))
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+def test_a_linear_reference_that_sees_one_key_ahead_fails(need_weights: bool) -> None:
+    class OneAhead(plugin("attention", "linear")):
+        def reference(self, query, keys, values, mask, need_weights=True, positions=None):
+            ahead = Positions(positions.query + 1, positions.key, positions.causal)
+            return super().reference(query, keys, values, mask, need_weights, ahead)
+
+    att, n = perturbed(OneAhead(D, D, D, num_heads=H)), 33
+    x, mask = padded(n)
+    with pytest.raises(AssertionError, match="not close"):
+        assert_matches_reference(att, x, x, mask, need_weights, Positions.self_attention(n, True), mask)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("causal", [True, False])
+def test_a_sliding_window_reference_one_wider_fails(causal: bool, need_weights: bool) -> None:
+    cls = plugin("attention", "sliding_window")
+
+    class OneWider(cls):
+        def reference(self, *args, **kwargs):
+            wider = copy.copy(self)  # the same parameters
+            wider.window = self.window + 1
+            return cls.reference(wider, *args, **kwargs)
+
+    att, n = perturbed(OneWider(D, D, D, get("score", "scaled_dot"), num_heads=H, window=3)), 33
+    x, mask = padded(n)
+    with pytest.raises(AssertionError, match="not close"):
+        assert_matches_reference(att, x, x, mask, need_weights, Positions.self_attention(n, causal), mask)
 
 
 # ---------------------------------------------------------------------------------------------
