@@ -22,8 +22,11 @@ CHUNK = 32
 
 
 def feature_map(x: torch.Tensor) -> torch.Tensor:
-    """φ(x) = elu(x) + 1: positive, so every visible key gets a positive weight."""
-    return F.elu(x) + 1
+    """φ(x) = elu(x) + 1: positive, so every visible key gets a positive weight.
+
+    Written as x + 1 (x > 0) or eˣ: elu's (eˣ − 1) + 1 rounds eˣ < 2⁻²⁴ to 0 in float32, so a key far on
+    the negative side weighs exactly nothing there and 0/0 follows (the kit's precision check)."""
+    return torch.where(x > 0, x + 1, x.clamp(max=0).exp())  # clamp: exp of the unused branch may be inf
 
 
 def normalised(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
