@@ -150,6 +150,20 @@ class Attention(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         return self.attend_at(query, self.prepare(keys, values, mask), positions, need_weights)
 
+    def reference(
+        self,
+        query: torch.Tensor,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor,
+        need_weights: bool = True,
+        positions: Positions | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`forward` written plainly from the mechanism's equation, with the same parameters: the slow
+        formula a fast path must equal (the O(N²) matrix of a linear or banded mechanism). A plugin that
+        overrides it is compared with it by the conformance kit (`reference` check); none by default."""
+        raise NotImplementedError(f"{type(self).__name__} ships no reference")
+
 
 @register_attention("none")
 class NoAttention(Attention):

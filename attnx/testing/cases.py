@@ -1,9 +1,10 @@
-"""The conformance kit's inputs: what is checked (a `Subject`), the settings it is called in (`Case`s,
-small random float64 tensors from fixed seeds), and the helpers that call a mechanism on a case and
-compare its outputs over the real queries."""
+"""The conformance kit's inputs: what is checked (a `Subject`), the settings it is checked in (`Setting`:
+lengths, parameters, mode), the calls in each setting (`Case`s, random float64 tensors from fixed seeds),
+and the helpers that call a mechanism on a case and compare its outputs over the real queries."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import math
 from collections.abc import Callable, Iterable
@@ -13,21 +14,59 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 
-from attnx.nn.attention import Attention
+from attnx.nn.attention import Attention, Mechanism
 from attnx.nn.positions import Positions
 from attnx.nn.scores import Score, ScoreFactory
 
-LENGTHS = (5, 3, 1)  # valid tokens per sequence; the last has a single valid key
-B = len(LENGTHS)
-TK = max(LENGTHS)  # keys per sequence, padding included
 DIMS = ((8, 6, 5), (8, 8, 5))  # cross-attention (query, key, value); the second when Dq == Dk is needed
 SELF_DIM = 8  # self-attention's one width (divisible by multi_head's default 4 heads)
 EXTRA = 3  # padding the padding check adds
+SHORT = (5, 3, 1)  # valid tokens per sequence; the last has a single valid key
+# beyond 64 and a multiple of no power of two: a fast path in chunks or blocks of 8..64 runs past its first
+# block and ends in a partial one
+LONG = (67, 37, 1)
+# where a long sequence is cut or compared: the first two positions, each side of the block edges of
+# 16, 32 and 64 (a chunked fast path errs at its edges), and the last; a short one everywhere
+EDGES = (1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65)
+PERTURBATION = 0.5  # parameters move by this many of their own standard deviations (1 for constant ones)
+
+
+@dataclass(frozen=True)
+class Setting:
+    """Where the checks run: the valid lengths of a batch's sequences, parameters as initialised or moved
+    away from it (as after training: a term initialised at zero is then visible), and the module's mode
+    (train mode with every nn.Dropout at p = 0, so outputs stay deterministic)."""
+
+    lengths: tuple[int, ...]
+    perturbed: bool
+    train: bool
+
+    @property
+    def batch(self) -> int:
+        return len(self.lengths)
+
+    @property
+    def tk(self) -> int:
+        return max(self.lengths)
+
+    def __str__(self) -> str:
+        parameters = "perturbed" if self.perturbed else "initial"
+        return f"{parameters} parameters, {'train' if self.train else 'eval'} mode"
+
+
+# each check runs in each: a failure only in the second is the mode's or the parameters', only in the
+# third the length's
+SETTINGS = (
+    Setting(SHORT, perturbed=False, train=False),
+    Setting(SHORT, perturbed=True, train=True),
+    Setting(LONG, perturbed=True, train=False),
+)
 
 
 # ---------------------------------------------------------------------------------------------
-# What is checked: a subject, and the settings (cases) it is called in
+# What is checked: a subject, and the calls (cases) it is checked with
 
 
 @dataclass
@@ -43,15 +82,68 @@ class Subject:
     score_cls: type[Score] | None = None
     score_hyperparams: dict[str, Any] = field(default_factory=dict)
     _built: dict[tuple, tuple[Attention, tuple[int, int, int]]] = field(default_factory=dict, repr=False)
+    _cases: dict[Setting, list[tuple[Attention, Case]]] = field(default_factory=dict, repr=False)
+    _outputs: dict[tuple[int, bool], tuple[Case, tuple[torch.Tensor, torch.Tensor | None]]] = field(
+        default_factory=dict, repr=False
+    )
 
     def make(self, query_dim: int, key_dim: int, value_dim: int) -> Attention:
-        return self.cls(query_dim, key_dim, value_dim, self.score, **self.hyperparams)
+        return self.mechanism()(query_dim, key_dim, value_dim)
 
-    def build(self, options: tuple[tuple[int, int, int], ...]) -> tuple[Attention, tuple[int, int, int]]:
-        """The mechanism for the first dims it accepts (built once per subject, in float64 eval mode)."""
-        if options not in self._built:
-            self._built[options] = construct(self.make, options)
-        return self._built[options]
+    def mechanism(self) -> Mechanism:
+        return Mechanism(self.cls, self.score, self.hyperparams)
+
+    def build(
+        self, options: tuple[tuple[int, int, int], ...], setting: Setting
+    ) -> tuple[Attention, tuple[int, int, int]]:
+        """The mechanism for the first dims it accepts, in float64, prepared for `setting` (built once)."""
+        key = (options, setting.perturbed, setting.train)
+        if key not in self._built:
+            att, dims = self._built.get((options, False, False)) or construct(self.make, options)
+            self._built[key] = prepared_for(att, setting), dims
+        return self._built[key]
+
+    def cases(self, setting: Setting) -> list[tuple[Attention, Case]]:
+        """`cases_for` the setting, made once: every check calls with the same inputs."""
+        if setting not in self._cases:
+            self._cases[setting] = cases_for(self, setting)
+        return self._cases[setting]
+
+    def output(
+        self, att: Attention, case: Case, need_weights: bool = True
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """`call(att, case, need_weights)` for one of `cases(setting)`, computed once: most checks start
+        from it."""
+        key = (id(case), need_weights)
+        if key not in self._outputs or self._outputs[key][0] is not case:  # ids of dead cases are reused
+            self._outputs[key] = case, call(att, case, need_weights)
+        return self._outputs[key][1]
+
+
+def prepared_for(module: nn.Module, setting: Setting) -> Any:
+    """A copy of `module` with perturbed parameters and in train mode (dropout p = 0) as `setting` says."""
+    if not (setting.perturbed or setting.train):
+        return module
+    module = copy.deepcopy(module)
+    if setting.perturbed:
+        perturb(module)
+    if setting.train:
+        module.train()
+        for m in module.modules():
+            if isinstance(m, nn.modules.dropout._DropoutNd):
+                m.p = 0.0
+    return module
+
+
+@torch.no_grad()
+def perturb(module: nn.Module, seed: int = 5) -> None:
+    """Every parameter p += PERTURBATION · std(p) · ε (std 1 for a constant or single-element p: a table
+    initialised at zero, a scalar gate)."""
+    g = torch.Generator().manual_seed(seed)
+    for p in module.parameters():
+        std = p.std().item() if p.numel() > 1 else 0.0
+        noise = torch.randn(p.shape, generator=g, dtype=p.dtype).to(p.device)
+        p.add_(PERTURBATION * (std if std > 0 else 1.0) * noise)
 
 
 @dataclass(frozen=True)
@@ -60,7 +152,8 @@ class Case:
     keys) or self-attention (query = keys = values = `query`, padded like the keys). `real` [B, Tq]
     marks the queries whose outputs the contract constrains."""
 
-    name: str
+    kind: str
+    setting: Setting
     query: torch.Tensor
     keys: torch.Tensor
     values: torch.Tensor
@@ -73,9 +166,27 @@ class Case:
     def tq(self) -> int:
         return self.query.size(1)
 
+    @property
+    def batch(self) -> int:
+        return self.query.size(0)
+
+    @property
+    def name(self) -> str:
+        """What a failure message names: the call's kind and lengths, and the setting."""
+        return f"{self.kind}; {self.setting}"
+
+    def where(self, need_weights: bool | None = None, dtype: str = "float64") -> str:
+        """The call in full for a message: kind, lengths, setting, dtype (and need_weights when it varies)."""
+        weights = "" if need_weights is None else f", need_weights={need_weights}"
+        return f"{self.name}, {dtype}{weights}"
+
     def rows(self, index: torch.Tensor) -> Case:
-        """These sequences of the batch only (positions are shared by the batch)."""
+        """These sequences of the batch only (positions shared by the batch stay shared)."""
         pick = partial(torch.index_select, dim=0, index=index)
+        at = self.positions
+        if at is not None:
+            query, key = (p if p.size(0) == 1 else pick(p) for p in (at.query, at.key))
+            at = Positions(query, key, at.causal)
         return dataclasses.replace(
             self,
             query=pick(self.query),
@@ -83,48 +194,64 @@ class Case:
             values=pick(self.values),
             mask=pick(self.mask),
             real=pick(self.real),
+            positions=at,
         )
 
 
-def cross_case(dims: tuple[int, int, int], tq: int, positions: bool) -> Case:
-    """Tq queries attending to TK keys, padded to LENGTHS; queries at 0..Tq-1 and keys at 0..TK-1."""
+def cross_case(dims: tuple[int, int, int], tq: int, positions: bool, setting: Setting) -> Case:
+    """Tq queries attending to the setting's keys, padded to its lengths; queries at 0..Tq-1, keys at
+    0..Tk-1."""
     g = torch.Generator().manual_seed(0)
-    q, k, v = (torch.randn(B, t, d, generator=g, dtype=torch.float64) for t, d in zip((tq, TK, TK), dims))
-    at = Positions(Positions.span(tq), Positions.span(TK)) if positions else None
-    real = torch.ones(B, tq, dtype=torch.bool)
-    return Case(f"cross-attention, Tq={tq}", q, k, v, key_mask(), real, at)
+    b, tk = setting.batch, setting.tk
+    q, k, v = (torch.randn(b, t, d, generator=g, dtype=torch.float64) for t, d in zip((tq, tk, tk), dims))
+    at = Positions(Positions.span(tq), Positions.span(tk)) if positions else None
+    real = torch.ones(b, tq, dtype=torch.bool)
+    return Case(f"cross-attention, Tq={tq}, Tk={tk}", setting, q, k, v, key_mask(setting.lengths), real, at)
 
 
-def self_case(x: torch.Tensor, mask: torch.Tensor, causal: bool, positions: bool) -> Case:
+def self_case(x: torch.Tensor, mask: torch.Tensor, causal: bool, positions: bool, setting: Setting) -> Case:
     """x [B, T, D] attending to itself; positions when asked for, and always when causal."""
     at = Positions.self_attention(x.size(1), causal) if positions or causal else None
-    name = f"self-attention{', causal' if causal else ''}, T={x.size(1)}"
-    return Case(name, x, x, x, mask, mask, at, self_attention=True)
+    kind = f"self-attention{', causal' if causal else ''}, T={x.size(1)}"
+    return Case(kind, setting, x, x, x, mask, mask, at, self_attention=True)
 
 
-def key_mask() -> torch.Tensor:
-    """[B, TK], True at the LENGTHS valid tokens of each sequence."""
-    return torch.arange(TK) < torch.tensor(LENGTHS)[:, None]
+def key_mask(lengths: tuple[int, ...], width: int | None = None) -> torch.Tensor:
+    """[B, width], True at the valid tokens of each sequence (width: the longest by default)."""
+    return torch.arange(width or max(lengths)) < torch.tensor(lengths)[:, None]
 
 
-def random_sequence(seed: int = 3) -> torch.Tensor:
-    """[B, TK, SELF_DIM] random tokens for self-attention."""
+def edges(length: int) -> list[int]:
+    """The positions 1..length-1 a check cuts at or compares: all of them in a short sequence."""
+    if length <= 8:
+        return list(range(1, length))
+    return sorted({t for t in EDGES if t < length} | {length - 1})
+
+
+def random_sequence(setting: Setting, seed: int = 3, dim: int = SELF_DIM) -> torch.Tensor:
+    """[B, Tk, dim] random tokens for self-attention."""
     g = torch.Generator().manual_seed(seed)
-    return torch.randn(B, TK, SELF_DIM, generator=g, dtype=torch.float64)
+    return torch.randn(setting.batch, setting.tk, dim, generator=g, dtype=torch.float64)
 
 
-def cases_for(subject: Subject) -> list[tuple[Attention, Case]]:
-    """(mechanism, inputs) for every setting the flags allow: cross-attention for Tq = 1 and 3,
+def self_attention_case(subject: Subject, setting: Setting, causal: bool) -> tuple[Attention, Case]:
+    """The subject's self-attention mechanism and a random sequence batch of the setting."""
+    att, _ = subject.build(((SELF_DIM,) * 3,), setting)
+    x = random_sequence(setting)
+    return att, self_case(x, key_mask(setting.lengths), causal, subject.cls.takes_positions, setting)
+
+
+def cases_for(subject: Subject, setting: Setting) -> list[tuple[Attention, Case]]:
+    """(mechanism, inputs) for every call the flags allow: cross-attention for Tq = 1 and 3,
     self-attention, and causal self-attention."""
     cls, out = subject.cls, []
     if cls.cross_attention:
-        att, dims = subject.build(DIMS)
-        out += [(att, cross_case(dims, tq, cls.takes_positions)) for tq in (1, 3)]
+        att, dims = subject.build(DIMS, setting)
+        out += [(att, cross_case(dims, tq, cls.takes_positions, setting)) for tq in (1, 3)]
     if cls.self_attention:
-        att, _ = subject.build(((SELF_DIM,) * 3,))
-        out.append((att, self_case(random_sequence(), key_mask(), False, cls.takes_positions)))
+        out.append(self_attention_case(subject, setting, causal=False))
         if cls.causal:
-            out.append((att, self_case(random_sequence(), key_mask(), True, cls.takes_positions)))
+            out.append(self_attention_case(subject, setting, causal=True))
     return out
 
 
@@ -147,14 +274,14 @@ def noise(x: torch.Tensor, pad: torch.Tensor) -> torch.Tensor:
 def extended(case: Case) -> Case:
     """`case` padded EXTRA positions further: random inputs there, masked."""
     g = torch.Generator().manual_seed(4)
-    more = partial(torch.randn, generator=g, dtype=torch.float64)
+    more = partial(torch.randn, case.batch, EXTRA, generator=g, dtype=torch.float64)
     mask = F.pad(case.mask, (0, EXTRA), value=False)
     if case.self_attention:
-        x = torch.cat([case.query, more(B, EXTRA, case.query.size(-1))], dim=1)
+        x = torch.cat([case.query, more(case.query.size(-1))], dim=1)
         causal = case.positions is not None and case.positions.causal
-        return self_case(x, mask, causal, case.positions is not None)
-    keys = torch.cat([case.keys, more(B, EXTRA, case.keys.size(-1))], dim=1)
-    values = torch.cat([case.values, more(B, EXTRA, case.values.size(-1))], dim=1)
+        return self_case(x, mask, causal, case.positions is not None, case.setting)
+    keys = torch.cat([case.keys, more(case.keys.size(-1))], dim=1)
+    values = torch.cat([case.values, more(case.values.size(-1))], dim=1)
     at = None if case.positions is None else Positions(case.positions.query, Positions.span(keys.size(1)))
     return dataclasses.replace(case, keys=keys, values=values, mask=mask, positions=at)
 
@@ -182,12 +309,14 @@ def construct(
 
 
 def call(att: Attention, case: Case, need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """forward on the case's inputs, with its positions when it has them; a crash names the case."""
+    """forward on the case's inputs, with its positions when it has them; a crash names the call."""
     at = {} if case.positions is None else {"positions": case.positions}
     try:
         return att(case.query, case.keys, case.values, case.mask, need_weights=need_weights, **at)
     except Exception as error:
-        raise AssertionError(f"({case.name}): forward failed: {type(error).__name__}: {error}") from error
+        raise AssertionError(
+            f"({case.where(need_weights)}): forward failed: {type(error).__name__}: {error}"
+        ) from error
 
 
 def real_rows(x: torch.Tensor, real: torch.Tensor) -> torch.Tensor:

@@ -9,7 +9,8 @@ from attnx.testing import CHECKS, check_attention, check_score
 
 from helpers.plugins import listing
 
-LOCAL_WINDOW_LACKS = ("causality", "permutation", "cached_decoding")  # it declares no causal, position_free
+# it declares no causal, position_free, and ships no reference
+LOCAL_WINDOW_LACKS = ("causality", "permutation", "cached_decoding", "reference")
 
 
 def test_shipped_example_plugins_pass_the_kit() -> None:
@@ -19,13 +20,20 @@ def test_shipped_example_plugins_pass_the_kit() -> None:
     check_score(gaussian, bandwidth=0.5, learn_bandwidth=True)
     for score in ("dot", "general", "gaussian"):
         assert check_attention(local, score) == [c for c in CHECKS if c not in LOCAL_WINDOW_LACKS]
-    # local-m centres query i at (i + ½)·L/Tq − ½, and in self-attention Tq is the padded length: a
-    # longer padding moves every real query's window. The plugin is left as it is; the kit says so.
-    assert check_attention(
-        local, window=1, predict_centre=False, checks=[c for c in CHECKS if c != "padding"]
-    )
-    with pytest.raises(AssertionError, match=r"^padding: attention LocalAttention \(self-attention, T=5\)"):
-        check_attention(local, window=1, predict_centre=False, checks=("padding",))
+    # local-m centres query i at (i + ½)·L/Tq − ½: in self-attention Tq is the padded length, so a longer
+    # padding moves every real query's window, and a query alone (a decoding step) is centred in the
+    # middle, wherever it sat among the queries it was trained with. The plugin is left as it is (the
+    # rnn decoder calls it one query at a time); the kit says so.
+    local_m = {"window": 1, "predict_centre": False}
+    assert check_attention(local, checks=[c for c in CHECKS if c not in ("padding", "queries")], **local_m)
+    with pytest.raises(
+        AssertionError, match=r"^padding: attention LocalAttention \(self-attention, T=5; initial parameters"
+    ):
+        check_attention(local, checks=("padding",), **local_m)
+    with pytest.raises(
+        AssertionError, match=r"^queries: attention LocalAttention .*query 0 alone gets another"
+    ):
+        check_attention(local, checks=("queries",), **local_m)
 
     q, k = torch.randn(2, 3, 4), torch.randn(2, 5, 4)
     g = gaussian(4, 4, bandwidth=0.5)

@@ -1,0 +1,49 @@
+"""What a check is: a named invariant of the contract (ARCHITECTURE.md, Contracts), run in each setting
+where the capability flags promise it."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from attnx.testing.cases import Setting, Subject
+
+ATOL = 1e-8  # float64: equal computations agree far below this
+CACHE_ATOL = 1e-5  # a cache, a single query or a reference may legitimately sum in another order
+
+
+@dataclass(frozen=True)
+class Check:
+    """`run(subject, setting)` raises AssertionError when the invariant breaks; it runs only where
+    `applies(subject)` (the capability flags) says it is promised."""
+
+    name: str
+    run: Callable[[Subject, Setting], None]
+    applies: Callable[[Subject], bool]
+
+
+def registrar(into: list[Check]) -> Callable[..., Callable]:
+    """A decorator `@check(name, applies=...)` that appends the function to `into` as a Check."""
+
+    def check(name: str, applies: Callable[[Subject], bool] = lambda subject: True) -> Callable:
+        def register(run: Callable[[Subject, Setting], None]) -> Callable[[Subject, Setting], None]:
+            into.append(Check(name, run, applies))
+            return run
+
+        return register
+
+    return check
+
+
+def require(condition: Any, message: str) -> None:
+    if not condition:
+        raise AssertionError(message)
+
+
+def causal(subject: Subject) -> bool:
+    return subject.cls.causal and subject.cls.self_attention
+
+
+def cross(subject: Subject) -> bool:
+    return subject.cls.cross_attention
