@@ -1,8 +1,8 @@
 """`attnx plugins`: list every registered score/attention/encoder/decoder/task with what it declares;
-`attnx plugins check` runs the conformance kit (attnx.testing) on every score and attention. Never
-imports Lightning.
+`attnx plugins check [NAME]` runs the conformance kit (attnx.testing) on every score and attention, or on
+those that involve NAME. Never imports Lightning.
 
-Exit codes: 0 ok, 1 a check failed, 2 a plugin failed to import.
+Exit codes: 0 ok, 1 a check failed, 2 a plugin failed to import or NAME is unknown.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from attnx.cli import ArgumentParser
-from attnx.registry import KINDS, PluginImportError, load_all, registry, slots_of
+from attnx.registry import KINDS, PluginImportError, RegistryError, load_all, registry, slots_of
 from attnx.table import markdown_table
 
 if TYPE_CHECKING:  # for the types only: nn is imported where it is used (`capabilities`)
@@ -62,14 +62,20 @@ DECLARED: dict[str, tuple[str, Callable[[Any], str]]] = {
 }
 
 
-def check() -> int:
-    """PASS/FAIL per score and attention (each attention with every score it accepts)."""
+def check(name: str | None = None) -> int:
+    """PASS/FAIL per score and attention (each attention with every score it accepts), or for those that
+    involve `name`."""
     from attnx.testing import check_all  # imports torch modules only when checking
 
+    try:
+        results = check_all(name)
+    except RegistryError as error:
+        print(f"attnx plugins check: error: {error}", file=sys.stderr)
+        return 2
     failed = 0
-    for kind, name, error in check_all():
-        failed += error is not None
-        print(f"{'FAIL' if error else 'PASS'}  {kind} {name}" + (f": {error}" if error else ""))
+    for kind, label, message in results:
+        failed += message is not None
+        print(f"{'FAIL' if message else 'PASS'}  {kind} {label}" + (f": {message}" if message else ""))
     print(f"{failed} failed" if failed else "all passed")
     return 1 if failed else 0
 
@@ -80,13 +86,21 @@ def main(argv: list[str] | None = None) -> int:
         description="List registered plugins (built-in, shipped, entry points, ATTNX_PLUGIN_PATH, ./plugins)",
     )
     parser.add_argument("action", nargs="?", choices=["check"], help="run the conformance kit on all of them")
+    parser.add_argument(
+        "name",
+        nargs="?",
+        help="check only this score (alone and in every mechanism that accepts it) or attention (with every "
+        "score it accepts)",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.name is not None and args.action != "check":
+        parser.error(f"a name goes after 'check': attnx plugins check {args.name}")
     try:
         load_all()
     except PluginImportError as error:
         print(f"attnx plugins: error: {error}", file=sys.stderr)
         return 2
     if args.action == "check":
-        return check()
+        return check(args.name)
     print(describe())
     return 0

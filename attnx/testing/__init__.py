@@ -43,6 +43,7 @@ checks themselves in `checks.py`.
 from __future__ import annotations
 
 import contextlib
+import difflib
 from collections.abc import Callable, Iterable, Iterator
 from functools import partial
 from typing import Any
@@ -52,7 +53,7 @@ import torch
 from attnx.nn.attention import Attention, SoftmaxAttention
 from attnx.nn.scores import Score, ScoreFactory, build_score
 from attnx.registry import RegistryError, load_all, registry
-from attnx.testing.cases import SELF_DIM, Subject, projection_loss
+from attnx.testing.cases import SELF_DIM, SETTINGS, Subject, projection_loss
 from attnx.testing.checks import CHECKS
 
 __all__ = [
@@ -118,20 +119,39 @@ def accepts(cls: type[Attention], score: type[Score]) -> bool:
     return cls.default_score is not None and (cls.takes_positions or not score.uses_positions)
 
 
-def check_all() -> list[tuple[str, str, str | None]]:
+def check_all(name: str | None = None) -> list[tuple[str, str, str | None]]:
     """Run the kit on every registered score, and every attention with every score it accepts (the
-    mechanisms without a score alone). Returns (kind, name, error message or None)."""
+    mechanisms without a score alone); or, given a score's or an attention's `name` (or alias), on what
+    involves it: the score alone and inside every mechanism that accepts it, the mechanism with every
+    score it accepts. Returns (kind, name, error message or None); an unknown name raises RegistryError
+    listing the names there are."""
     load_all()
-    scores = registry("score").names()
-    results = [("score", name, _error_of(check_score, registry("score").get(name))) for name in scores]
-    for name in registry("attention").names():
-        cls: type[Attention] = registry("attention").get(name)
+    scores, attentions = registry("score").names(), registry("attention").names()
+    if name is not None:
+        kinds = [kind for kind in ("score", "attention") if name in registry(kind)]
+        if not kinds:
+            close = difflib.get_close_matches(name, [*scores, *attentions], n=1, cutoff=0.4)
+            hint = f" (did you mean '{close[0]}'?)" if close else ""
+            raise RegistryError(
+                f"unknown score or attention '{name}'{hint}; scores: {', '.join(scores)}; attentions: "
+                f"{', '.join(attentions)}"
+            )
+        canonical = {kind: registry(kind).canonical(name) for kind in kinds}
+        scores = [canonical["score"]] if "score" in canonical else scores
+        attentions = [canonical["attention"]] if "attention" in canonical else attentions
+    results = []
+    if name is None or "score" in kinds:
+        results += [("score", s, _error_of(check_score, registry("score").get(s))) for s in scores]
+    for mechanism in attentions:
+        cls: type[Attention] = registry("attention").get(mechanism)
         if cls.default_score is None:
-            results.append(("attention", name, _error_of(check_attention, cls)))
+            if name is None or "attention" in kinds:
+                results.append(("attention", mechanism, _error_of(check_attention, cls)))
             continue
         for score in scores:
             if accepts(cls, registry("score").get(score)):
-                results.append(("attention", f"{name} score={score}", _error_of(check_attention, cls, score)))
+                label = f"{mechanism} score={score}"
+                results.append(("attention", label, _error_of(check_attention, cls, score)))
     return results
 
 
@@ -186,7 +206,8 @@ def _run_checks(subject: Subject, checks: Iterable[str] | None) -> list[str]:
             continue
         try:
             with _one_thread():
-                check.run(subject)
+                for setting in SETTINGS:
+                    check.run(subject, setting)
         except AssertionError as error:
             detail = str(error)
             raise AssertionError(
