@@ -54,12 +54,27 @@ def test_plugin_on_path_is_listed_and_passes_check(tmp_path: Path) -> None:
     line = next(line for line in listing.stdout.splitlines() if line.split()[:2] == ["|", "laplace"])
     assert str(folder / "laplace.py") in line and "scale=1.0" in line
     assert "| gaussian " in listing.stdout  # shipped with attnx: found from any folder
-    checked = attnx("check", cwd=tmp_path, plugin_path=folder)
+    checked = attnx("check", "laplace", cwd=tmp_path, plugin_path=folder)  # one name: what involves it
     assert checked.returncode == 0, checked.stdout
     assert (
         "PASS  score laplace" in checked.stdout
         and "PASS  attention multi_head score=laplace" in checked.stdout
     )
+    assert "score=gaussian" not in checked.stdout and "attention linear" not in checked.stdout
+
+
+def test_check_one_attention_by_alias_and_an_unknown_name(tmp_path: Path) -> None:
+    checked = attnx("check", "bahdanau", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    lines = checked.stdout.splitlines()
+    assert "PASS  attention additive score=dot" in lines and "PASS  attention additive score=rope" in lines
+    assert not [line for line in lines if line.startswith("PASS  score")], lines  # no score alone
+    unknown = attnx("check", "t5", cwd=tmp_path)
+    assert unknown.returncode == 2 and unknown.stdout == ""
+    assert unknown.stderr.startswith(
+        "attnx plugins check: error: unknown score or attention 't5' (did you mean 't5_bias'?); scores: "
+    )
+    assert "attentions: additive, dot, fixed_c, linear, local_window" in unknown.stderr
 
 
 def test_failing_checks_exit_1(tmp_path: Path) -> None:
@@ -75,8 +90,8 @@ def test_failing_checks_exit_1(tmp_path: Path) -> None:
     checked = attnx("check", cwd=REPO, plugin_path=tmp_path)
     assert checked.returncode == 1
     assert (
-        "FAIL  score unused_param: gradients: score UnusedParam: parameter 'score.w' receives no gradient"
-        in checked.stdout
+        "FAIL  score unused_param: gradients: score UnusedParam (initial parameters, eval mode): parameter "
+        "'score.w' (1,): 1 of 1 elements receive no gradient" in checked.stdout
     )
     assert "PASS  attention local_window score=gaussian" in checked.stdout  # shipped with attnx
 
