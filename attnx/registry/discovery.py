@@ -12,6 +12,7 @@ This module knows nothing of the registries themselves: it only imports code tha
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import importlib.util
@@ -19,7 +20,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
-from importlib.metadata import entry_points
+from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 # Built-in modules whose import registers the built-in classes of each kind.
@@ -45,9 +46,23 @@ _loaded_dists: set[str] = set()
 _skipped: set[Path] = set()  # untrusted ./plugins folders already reported
 
 
-def current_origin() -> str:
-    """Where a class registered now comes from: "built-in", a plugin file, or an entry point."""
+def current_origin(module: str | None = None) -> str:
+    """Where a class registered now from `module` comes from: "built-in", a plugin file, or an entry point.
+    A module an installed package declares as an entry point is that entry point even when something
+    imported it before discovery did (a test importing `attnx.contrib.linear`)."""
+    if _origin == "built-in" and module is not None:
+        return _entry_point_origins().get(module, _origin)
     return _origin
+
+
+@functools.cache
+def _entry_point_origins() -> dict[str, str]:
+    """The origin `load_all` gives each entry point's module."""
+    return {ep.module: _entry_point_origin(ep) for ep in entry_points(group="attnx.plugins")}
+
+
+def _entry_point_origin(ep: EntryPoint) -> str:
+    return f"dist {ep.dist.name if ep.dist is not None else ep.value} ({ep.value})"
 
 
 @contextlib.contextmanager
@@ -155,7 +170,7 @@ def load_all() -> None:
         _loaded_dists.add(f"{dist}:{ep.name}")
         what = f"plugin entry point '{ep.name}' ({ep.value}) of {dist}"
         try:
-            with _origin_as(f"dist {dist} ({ep.value})"), _importing(what):
+            with _origin_as(_entry_point_origin(ep)), _importing(what):
                 ep.load()
         except Exception as error:
             raise PluginImportError(f"{what} failed to import: {type(error).__name__}: {error}") from error

@@ -56,7 +56,7 @@ class Registry:
                     f"cannot register {cls!r} as {self.kind} '{name}': it must subclass "
                     f"{self.base.__module__}.{self.base.__name__}"
                 )
-            entry = Entry(self.kind, name, cls, current_origin())
+            entry = Entry(self.kind, name, cls, current_origin(cls.__module__))
             if name in self._entries and self._entries[name].cls is not cls:
                 raise RegistryError(
                     f"{self.kind} '{name}' is registered twice: at {self._entries[name].where} "
