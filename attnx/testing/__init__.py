@@ -7,7 +7,9 @@ A plugin author's test is one line:
     def test_gaussian():
         check_score(GaussianScore, bandwidth=0.5)
 
-The checks, by name (`CHECKS`, in the order they run; each failure message starts with the name):
+The checks, by name (`CHECKS`, in the order they run; each failure message starts with the name, then
+the call and setting it failed in: kind, lengths, parameters, mode, dtype, need_weights, and the largest
+difference):
 
   flags            the capability flags are consistent (a known placement, causal only with positions)
   shapes           context [B, Tq, output_dim], weights [B, ..., Tq, Tk]; a score's [..., Tq, Tk]
@@ -17,27 +19,45 @@ The checks, by name (`CHECKS`, in the order they run; each failure message start
   fast_path        need_weights=False returns the context of need_weights=True
   prepare          attend_at(query, prepare(keys, values, mask), positions) equals forward
   batch            each sequence alone gets the output it gets in the batch
+  queries          each query of a cross-attention call alone gets its output among Tq = 3   (cross)
   padding          extra padding (a longer padded length) changes no real output
-  finiteness       outputs are finite; NaN/inf at padded positions reaches no real output or weight
-  causality        under causal positions, changing later tokens changes no earlier output   (causal)
+  finiteness       outputs are finite; NaN/inf at padded positions reaches no real output or weight,
+                   with and without weights
+  causality        under causal positions, changing later tokens changes no earlier output, with and
+                   without weights                                                           (causal)
   permutation      permuted inputs give permuted outputs             (position_free, position-free score)
-  gradients        every parameter receives a non-zero finite gradient
+  weights_used     the returned weights explain the context: per query, its change under a shift of
+                   one key's value is Σ_h w_hij m_h, the same m_h for every key (`fidelity.explained`)
+  gradients        every parameter element receives a non-zero finite gradient, also from calls at
+                   positions up to 2^15 (a relative-position table is reached wherever it has entries);
+                   a score hosted by a mechanism per head (a window may mask its far entries)
+  precision        float32, and bfloat16 autocast, stay finite and near float64 on inputs of scale 1
+                   and 30 (where exp of unshifted logits overflows)                          (eval)
   cached_decoding  one token at a time through `AttentionSite.cache` equals a full causal pass over
-                   the prefix, also after a beam-search reorder (`KVCache.select`)          (causal)
+                   the prefix, also after a beam-search reorder (`KVCache.select`), with and without
+                   weights                                                                   (causal)
+  reference        forward equals the plugin's `Attention.reference`, its plain formula, at lengths
+                   1 to 67, alone and padded                                    (a plugin that ships one)
 
-Each check runs where the mechanism's capability flags say it applies, in every setting the flags
-allow: cross-attention for one decoder step (Tq = 1) and for Tq = 3 queries (`cross_attention`);
+Each check runs where the mechanism's capability flags say it applies, in every call the flags allow:
+cross-attention for one decoder step (Tq = 1) and for Tq = 3 queries (`cross_attention`);
 self-attention, query = keys = values (`self_attention`), also under a causal mask (`causal`). A score
 that `uses_positions` is checked only inside mechanisms that take positions: with any other mechanism
-it is not a legal combination, and nothing runs. The checks run in float64 and eval mode (dropout off)
-on small random inputs from fixed seeds: a batch of three sequences with 5, 3 and 1 valid tokens.
+it is not a legal combination, and nothing runs. Every check runs in float64 from fixed seeds in each
+of three settings (`cases.SETTINGS`): a batch of sequences with 5, 3 and 1 valid tokens and the
+parameters as initialised, in eval mode; the same lengths with perturbed parameters (as after training:
+a term initialised at zero shows) in train mode with every nn.Dropout at p = 0; and 67, 37 and 1 tokens
+(past any block of 8 to 64, ending in a partial one) with perturbed parameters in eval mode.
 
 `check_attention(cls, score, checks=("causality",))` runs chosen checks alone; every check function
-returns the names of the checks that applied and passed. `projection_loss` is the loss the gradient
-check backpropagates; a plugin's own gradient tests can use it too.
+returns the names of the checks that applied and passed. `check_all(name)` runs the kit on one plugin
+(`attnx plugins check NAME`). `projection_loss` is the loss the gradient check backpropagates; a
+plugin's own gradient tests can use it too.
 
-The inputs (the subject, its settings, the helpers that compare outputs) are in `cases.py`, the
-checks themselves in `checks.py`.
+The inputs (the subject, the settings, the calls, the helpers that compare outputs) are in `cases.py`,
+what a check is in `base.py`, the checks in `contract.py` (the 2015 contract), `order.py` (what a query
+may see) and `fidelity.py` (whether what is returned is what is computed), and their order in
+`checks.py`.
 """
 
 from __future__ import annotations
@@ -204,9 +224,12 @@ def _run_checks(subject: Subject, checks: Iterable[str] | None) -> list[str]:
         check = CHECKS[name]
         if not check.applies(subject):
             continue
+        settings = [setting for setting in SETTINGS if check.settings(setting)]
+        if not settings:
+            continue
         try:
             with _one_thread():
-                for setting in SETTINGS:
+                for setting in settings:
                     check.run(subject, setting)
         except AssertionError as error:
             detail = str(error)

@@ -16,19 +16,24 @@ CACHE_ATOL = 1e-5  # a cache, a single query or a reference may legitimately sum
 @dataclass(frozen=True)
 class Check:
     """`run(subject, setting)` raises AssertionError when the invariant breaks; it runs only where
-    `applies(subject)` (the capability flags) says it is promised."""
+    `applies(subject)` (the capability flags) says it is promised, in the settings `settings` accepts."""
 
     name: str
     run: Callable[[Subject, Setting], None]
     applies: Callable[[Subject], bool]
+    settings: Callable[[Setting], bool]  # the settings it runs in: all but where one adds nothing
 
 
 def registrar(into: list[Check]) -> Callable[..., Callable]:
-    """A decorator `@check(name, applies=...)` that appends the function to `into` as a Check."""
+    """A decorator `@check(name, applies=..., settings=...)` that appends the function to `into`."""
 
-    def check(name: str, applies: Callable[[Subject], bool] = lambda subject: True) -> Callable:
+    def check(
+        name: str,
+        applies: Callable[[Subject], bool] = lambda subject: True,
+        settings: Callable[[Setting], bool] = lambda setting: True,
+    ) -> Callable:
         def register(run: Callable[[Subject, Setting], None]) -> Callable[[Subject, Setting], None]:
-            into.append(Check(name, run, applies))
+            into.append(Check(name, run, applies, settings))
             return run
 
         return register

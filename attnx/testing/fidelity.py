@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import itertools
 from collections.abc import Iterator
 
 import torch
@@ -196,30 +197,37 @@ def spread_cases(subject: Subject, setting: Setting) -> Iterator[tuple[Attention
             yield att, case
 
 
-@check("precision")
+def _perturbed_eval(setting: Setting) -> bool:
+    return setting.perturbed and not setting.train
+
+
+@check("precision", settings=_perturbed_eval)
 def _precision(subject: Subject, setting: Setting) -> None:
     """In float32, and in float32 under bfloat16 autocast (CPU), the outputs are finite and within
     `TOLERANCE` of float64 (the same rounded parameters and inputs), on inputs of scale 1 and of scale
-    `LARGE`, where exp of unshifted logits overflows."""
-    if setting.train:
-        return  # dropout at 0 makes train mode eval mode for precision: no new information, twice the time
+    `LARGE`, where exp of unshifted logits overflows; with and without weights (a fused or blocked path
+    has its own arithmetic). With parameters moved from their initialisation, in eval mode: initial ones
+    keep logits smaller, and train mode with dropout at 0 computes what eval mode does."""
     for att, case in subject.cases(setting):
         low = copy.deepcopy(att).float()
         high = copy.deepcopy(low).double()
-        for scale in (1.0, LARGE):
-            rounded = _scaled(case, scale, torch.float32)
-            expected = call(high, _scaled(rounded, 1.0, torch.float64))
-            size = max(real_rows(expected[0], case.real).abs().max().item(), 1e-30)
-            for dtype in (torch.float32, torch.bfloat16):
-                with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
-                    got = call(low, rounded)
-                where = f"({case.where(dtype=str(dtype).removeprefix('torch.'))}, inputs of scale {scale:g})"
-                require(all_finite(got, case.real), f"{where}: NaN/inf in the outputs")
+        both = _scaled(case, LARGE)  # rows at scale 1, then the same rows at scale LARGE: one call each
+        exact = dataclasses.replace(both, **_cast(both, torch.float64))
+        # the same path in float64: fast_path compares the paths; this compares dtypes
+        contexts = {need_weights: call(high, exact, need_weights)[0] for need_weights in (True, False)}
+        for dtype, need_weights in itertools.product((torch.float32, torch.bfloat16), (True, False)):
+            expected = contexts[need_weights]
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=dtype == torch.bfloat16):
+                got = call(low, both, need_weights)
+            named = str(dtype).removeprefix("torch.")
+            for half, scale in enumerate((1.0, LARGE)):
+                rows = slice(half * case.batch, (half + 1) * case.batch)
+                where = f"({case.where(need_weights, named)}, inputs of scale {scale:g})"
+                outputs = tuple(x if x is None else x[rows] for x in got)
+                require(all_finite(outputs, case.real), f"{where}: NaN/inf in the outputs")
                 if dtype == torch.bfloat16 and scale != 1:
                     continue  # 8 bits of mantissa move logits of ~1000 by ~4: softmax may rightly differ
-                # per real query, its largest difference relative to the float64 output's size
-                gap = real_rows(got[0].double() - expected[0], case.real).abs().amax(-1) / size
-                worst = gap.max().item() if dtype == torch.float32 else gap.mean().item()
+                worst = _relative_gap(got[0][rows], expected[rows], case.real, dtype)
                 require(
                     worst < TOLERANCE[dtype],
                     f"{where}: the context differs from float64 by {worst:.3g} of the output's size "
@@ -228,26 +236,43 @@ def _precision(subject: Subject, setting: Setting) -> None:
                 )
 
 
-def _scaled(case: Case, scale: float, dtype: torch.dtype) -> Case:
-    """The case's query, keys and values times `scale`, in `dtype` (self-attention's stay one tensor)."""
-    q = (case.query * scale).to(dtype)
+def _relative_gap(got: torch.Tensor, expected: torch.Tensor, real: torch.Tensor, dtype: torch.dtype) -> float:
+    """Per real query, its largest |got − expected| relative to the float64 output's largest magnitude:
+    the largest over the queries in float32, their mean under bfloat16."""
+    size = max(real_rows(expected, real).abs().max().item(), 1e-30)
+    gap = real_rows(got.double() - expected, real).abs().amax(-1) / size
+    return gap.max().item() if dtype == torch.float32 else gap.mean().item()
+
+
+def _scaled(case: Case, scale: float) -> Case:
+    """The case's rows in float32, followed by the same rows times `scale` (a batch of both; positions are
+    shared by the batch)."""
+    twice = {
+        name: torch.cat([x, x * scale]).float()
+        for name, x in (("query", case.query), ("keys", case.keys), ("values", case.values))
+    }
     if case.self_attention:
-        return dataclasses.replace(case, query=q, keys=q, values=q)
-    k, v = ((x * scale).to(dtype) for x in (case.keys, case.values))
-    return dataclasses.replace(case, query=q, keys=k, values=v)
+        twice["keys"] = twice["values"] = twice["query"]
+    return dataclasses.replace(case, mask=case.mask.repeat(2, 1), real=case.real.repeat(2, 1), **twice)
+
+
+def _cast(case: Case, dtype: torch.dtype) -> dict[str, torch.Tensor]:
+    """The case's query, keys and values in `dtype` (self-attention's stay one tensor)."""
+    q = case.query.to(dtype)
+    if case.self_attention:
+        return {"query": q, "keys": q, "values": q}
+    return {"query": q, "keys": case.keys.to(dtype), "values": case.values.to(dtype)}
 
 
 def _has_reference(subject: Subject) -> bool:
     return subject.cls.reference is not Attention.reference
 
 
-@check("reference", applies=_has_reference)
+@check("reference", applies=_has_reference, settings=_perturbed_eval)
 def _reference(subject: Subject, setting: Setting) -> None:
     """forward equals the plugin's `reference` (context, and weights when asked for) at lengths 1 to 67,
-    alone and padded, in every call the flags allow, with perturbed parameters (the formula does not
-    change with them: initial ones would only repeat the comparison)."""
-    if not setting.perturbed:
-        return
+    alone and padded, in every call the flags allow, with perturbed parameters in eval mode (initial ones,
+    or train mode with dropout at 0, would only repeat the comparison)."""
     for length in REFERENCE_LENGTHS:
         for lengths in sorted({(length,), (length, length // 2 + 1, 1)}):
             at = dataclasses.replace(setting, lengths=lengths)
