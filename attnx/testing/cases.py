@@ -180,6 +180,13 @@ class Case:
         weights = "" if need_weights is None else f", need_weights={need_weights}"
         return f"{self.name}, {dtype}{weights}"
 
+    def mapped(self, f: Callable[[torch.Tensor], torch.Tensor]) -> Case:
+        """The case with f applied to its query, keys and values (self-attention's stay one tensor)."""
+        if self.self_attention:
+            x = f(self.query)
+            return dataclasses.replace(self, query=x, keys=x, values=x)
+        return dataclasses.replace(self, query=f(self.query), keys=f(self.keys), values=f(self.values))
+
     def rows(self, index: torch.Tensor) -> Case:
         """These sequences of the batch only (positions shared by the batch stay shared)."""
         pick = partial(torch.index_select, dim=0, index=index)

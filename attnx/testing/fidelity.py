@@ -212,7 +212,7 @@ def _precision(subject: Subject, setting: Setting) -> None:
         low = copy.deepcopy(att).float()
         high = copy.deepcopy(low).double()
         both = _scaled(case, LARGE)  # rows at scale 1, then the same rows at scale LARGE: one call each
-        exact = dataclasses.replace(both, **_cast(both, torch.float64))
+        exact = both.mapped(torch.Tensor.double)
         # the same path in float64: fast_path compares the paths; this compares dtypes
         contexts = {need_weights: call(high, exact, need_weights)[0] for need_weights in (True, False)}
         for dtype, need_weights in itertools.product((torch.float32, torch.bfloat16), (True, False)):
@@ -247,21 +247,8 @@ def _relative_gap(got: torch.Tensor, expected: torch.Tensor, real: torch.Tensor,
 def _scaled(case: Case, scale: float) -> Case:
     """The case's rows in float32, followed by the same rows times `scale` (a batch of both; positions are
     shared by the batch)."""
-    twice = {
-        name: torch.cat([x, x * scale]).float()
-        for name, x in (("query", case.query), ("keys", case.keys), ("values", case.values))
-    }
-    if case.self_attention:
-        twice["keys"] = twice["values"] = twice["query"]
-    return dataclasses.replace(case, mask=case.mask.repeat(2, 1), real=case.real.repeat(2, 1), **twice)
-
-
-def _cast(case: Case, dtype: torch.dtype) -> dict[str, torch.Tensor]:
-    """The case's query, keys and values in `dtype` (self-attention's stay one tensor)."""
-    q = case.query.to(dtype)
-    if case.self_attention:
-        return {"query": q, "keys": q, "values": q}
-    return {"query": q, "keys": case.keys.to(dtype), "values": case.values.to(dtype)}
+    twice = case.mapped(lambda x: torch.cat([x, x * scale]).float())
+    return dataclasses.replace(twice, mask=case.mask.repeat(2, 1), real=case.real.repeat(2, 1))
 
 
 def _has_reference(subject: Subject) -> bool:
