@@ -1,12 +1,13 @@
-"""Benchmark 5: start-up time of `attnx --help` and `attnx train --cfg job`, whole processes.
+"""Benchmark 5: start-up time of `attnx --help` and `attnx train --cfg job`, and the whole conformance kit
+(`attnx plugins check` on one core), whole processes.
 
 Each command runs as a fresh process (the console script of this environment), round-robin with
 `python -c pass` and `python -c "import torch"` as references measured under the same load; the table
-gives the median wall time of each.
+gives the median wall time of each. The kit's process is pinned to one CPU where the OS allows it.
 
     python benchmarks/startup.py [--runs 9]
 
-Goals: `attnx --help` < 1.5 s, `attnx train --cfg job` < 3 s.
+Goals: `attnx --help` < 1.5 s, `attnx train --cfg job` < 3 s, `attnx plugins check` < 15 s on one core.
 """
 
 from __future__ import annotations
@@ -28,13 +29,23 @@ COMMANDS = {
     'python -c "import torch"': ([sys.executable, "-c", "import torch"], None),
     "attnx --help": ([str(BIN / "attnx"), "--help"], 1.5),
     "attnx train --cfg job": ([str(BIN / "attnx"), "train", "--cfg", "job"], 3.0),
+    "attnx plugins check (one core)": ([str(BIN / "attnx"), "plugins", "check"], 15.0),
 }
+ONE_CORE = {"attnx plugins check (one core)"}
 
 
-def wall(argv: list[str]) -> float:
+def one_core() -> None:
+    """Pin the child to the first CPU this process may use (Linux); elsewhere it runs unpinned."""
+    if hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+
+
+def wall(argv: list[str], pinned: bool = False) -> float:
     started = time.perf_counter()
     env = {**os.environ, "PYTHONWARNINGS": "ignore"}
-    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, env=env)
+    subprocess.run(
+        argv, check=True, stdout=subprocess.DEVNULL, env=env, preexec_fn=one_core if pinned else None
+    )
     return time.perf_counter() - started
 
 
@@ -46,7 +57,7 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name in COMMANDS}
     for _ in range(args.runs):
         for name, (argv, _goal) in COMMANDS.items():
-            times[name].append(wall(argv))
+            times[name].append(wall(argv, name in ONE_CORE))
     rows = []
     for name, (_argv, goal) in COMMANDS.items():
         median = statistics.median(times[name])

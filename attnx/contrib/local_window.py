@@ -56,12 +56,16 @@ class LocalAttention(ScoredAttention):
         positions: Positions | None = None,  # unused: the window counts valid keys, not positions
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         keys, values, mask = prepared
-        position = mask.cumsum(-1).sub(1).unsqueeze(1).to(query.dtype)  # [B, 1, Tk], rank among valid keys
-        length = mask.sum(-1, keepdim=True).unsqueeze(1).to(query.dtype)  # [B, 1, 1]
+        # positions in float32 at least: bfloat16 has no odd integers above 256, and a centre that rounds
+        # one way or the other moves the whole window
+        dtype = torch.promote_types(query.dtype, torch.float32)
+        position = mask.cumsum(-1).sub(1).unsqueeze(1).to(dtype)  # [B, 1, Tk], rank among valid keys
+        length = mask.sum(-1, keepdim=True).unsqueeze(1).to(dtype)  # [B, 1, 1]
         if self.centre is not None:
-            p = (length - 1) * torch.sigmoid(self.centre(query))  # [B, Tq, 1]
+            with torch.autocast(query.device.type, enabled=False):  # the centre's own dtype, not autocast's
+                p = (length - 1) * torch.sigmoid(self.centre(query).to(dtype))  # [B, Tq, 1]
         else:
-            i = torch.arange(query.size(1), dtype=query.dtype, device=query.device)[:, None]
+            i = torch.arange(query.size(1), dtype=dtype, device=query.device)[:, None]
             p = (i + 0.5) * length / query.size(1) - 0.5
         near = (position - p.round()).abs() <= self.window
         sigma = self.window / 2
