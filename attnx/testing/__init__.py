@@ -32,7 +32,7 @@ difference):
                    positions up to 2^15 (a relative-position table is reached wherever it has entries);
                    a score hosted by a mechanism per head (a window may mask its far entries)
   precision        float32, and bfloat16 autocast, stay finite and near float64 on inputs of scale 1
-                   and 30 (where exp of unshifted logits overflows)                          (eval)
+                   and 30 (where exp of unshifted logits overflows), with and without weights
   cached_decoding  one token at a time through `AttentionSite.cache` equals a full causal pass over
                    the prefix, also after a beam-search reorder (`KVCache.select`), with and without
                    weights                                                                   (causal)
@@ -44,10 +44,12 @@ cross-attention for one decoder step (Tq = 1) and for Tq = 3 queries (`cross_att
 self-attention, query = keys = values (`self_attention`), also under a causal mask (`causal`). A score
 that `uses_positions` is checked only inside mechanisms that take positions: with any other mechanism
 it is not a legal combination, and nothing runs. Every check runs in float64 from fixed seeds in each
-of three settings (`cases.SETTINGS`): a batch of sequences with 5, 3 and 1 valid tokens and the
-parameters as initialised, in eval mode; the same lengths with perturbed parameters (as after training:
-a term initialised at zero shows) in train mode with every nn.Dropout at p = 0; and 67, 37 and 1 tokens
-(past any block of 8 to 64, ending in a partial one) with perturbed parameters in eval mode.
+of three settings (`cases.SETTINGS`) where it can tell something (`Check.settings`): a batch of
+sequences with 5, 3 and 1 valid tokens and the parameters as initialised, in eval mode; the same lengths
+with perturbed parameters (as after training: a term initialised at zero shows) in train mode with every
+nn.Dropout at p = 0; and 67 and 37 tokens (past any block of 8 to 64, ending in a partial one) with
+perturbed parameters in eval mode. gradients and weights_used judge perturbed parameters only (a gate
+initialised at zero blocks both at step 0); precision and reference run in the long setting.
 
 `check_attention(cls, score, checks=("causality",))` runs chosen checks alone; every check function
 returns the names of the checks that applied and passed. `check_all(name)` runs the kit on one plugin

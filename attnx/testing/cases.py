@@ -25,8 +25,8 @@ SELF_DIM = 8  # self-attention's one width (divisible by multi_head's default 4 
 EXTRA = 3  # padding the padding check adds
 SHORT = (5, 3, 1)  # valid tokens per sequence; the last has a single valid key
 # beyond 64 and a multiple of no power of two: a fast path in chunks or blocks of 8..64 runs past its first
-# block and ends in a partial one
-LONG = (67, 37, 1)
+# block and ends in a partial one (the single key is the short settings')
+LONG = (67, 37)
 # where a long sequence is cut or compared: the first two positions, the first and second of the blocks
 # of 16, 32 and 64 (a chunked fast path errs at its edges), and the last; a short one everywhere
 EDGES = (1, 2, 16, 17, 32, 33, 64, 65)

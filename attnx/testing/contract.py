@@ -97,7 +97,7 @@ def _score_shapes(cls: type[Score], hyperparams: dict[str, Any], setting: Settin
         )
 
 
-@check("single_key")
+@check("single_key", settings=lambda setting: setting.lengths[-1] == 1)
 def _single_key(subject: Subject, setting: Setting) -> None:
     """A sequence with a single valid key (the batch's last) gets a finite context and weights."""
     for att, case in subject.cases(setting):

@@ -261,7 +261,7 @@ def isolated_registries(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         (TransposedScore, "^shapes: score TransposedScore: wrong output shape: scores are"),
         (
             UnusedParameterScore,
-            r"^gradients: score UnusedParameterScore \(initial parameters, eval mode\): parameter "
+            r"^gradients: score UnusedParameterScore \(perturbed parameters, train mode\): parameter "
             r"'score.unused.weight' \(8, 8\): 64 of 64 elements receive no gradient",
         ),
         (QueryStepScore, r"^shapes: score QueryStepScore \(Tq=3, Tk=5\): forward failed"),
