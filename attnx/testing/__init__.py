@@ -29,7 +29,7 @@ difference):
   weights_used     the returned weights explain the context: per query, its change under a shift of
                    one key's value is Σ_h w_hij m_h, the same m_h for every key (`fidelity.explained`)
   gradients        every parameter element receives a non-zero finite gradient, also from calls at
-                   positions up to 2^15 (a relative-position table is reached wherever it has entries);
+                   positions up to 28,699 (a relative-position table is reached wherever it has entries);
                    a score hosted by a mechanism per head (a window may mask its far entries)
   precision        float32, and bfloat16 autocast, stay finite and near float64 on inputs of scale 1
                    and 30 (where exp of unshifted logits overflows), with and without weights

@@ -33,7 +33,7 @@ from attnx.testing.cases import (
 
 STEP = 1e-3  # central differences: exact for a context linear in the values, O(STEP²) otherwise
 EXPLAINED = 1e-4  # the largest residual, relative to the context's change, that the weights may leave
-# positions 0..23, then every 1.25-fold step up to 2^15: relative distances from 0 to beyond any table
+# positions 0..23, then every 1.25-fold step up to 28,699: relative distances from 0 to beyond any table
 # of relative positions (T5's buckets end at 128 by default)
 SPREAD = sorted(set(range(24)) | {round(1.25**k) for k in range(47)})
 LARGE = 30.0  # input scale at which unshifted exp(logits) overflows float32 and bfloat16
@@ -122,7 +122,7 @@ def explained(att: Attention, case: Case) -> float:
 @check("gradients", settings=lambda setting: setting.perturbed)
 def _gradients(subject: Subject, setting: Setting) -> None:
     """Every parameter element the forward pass can use receives a non-zero finite gradient, and the inputs
-    finite ones: from every call of the setting, and from calls whose positions run to 2^15 (`SPREAD`), so
+    finite ones: from every call of the setting, and from calls whose positions run to 28,699 (`SPREAD`), so
     that a table indexed by relative position is reached wherever it has entries. With parameters moved
     from their initialisation: a gate initialised at zero (ReZero's α) rightly blocks every gradient
     beneath it at step 0."""
