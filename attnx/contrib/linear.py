@@ -95,11 +95,10 @@ class LinearAttention(HeadsAttention):
         self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(φ(K W^K) [B, H, Tk, d], V W^V [B, H, Tk, d], mask [B, 1, 1, Tk]), 0 at padded keys."""
-        pad = ~mask.unsqueeze(-1)
-        # masked_fill, not multiply: padding may hold NaN/inf, and 0·NaN is NaN
-        phi_k = feature_map(self._split(self.W_k(keys.masked_fill(pad, 0))))
-        phi_k = phi_k.masked_fill(pad.unsqueeze(1), 0)  # φ(0) = 1: a padded key must weigh nothing
-        return phi_k, self._split(self.W_v(values.masked_fill(pad, 0))), mask[:, None, None, :]
+        k, v = self.key_value_heads(keys, values, mask)
+        padded = ~mask[:, None, :, None]
+        phi_k = feature_map(k).masked_fill(padded, 0)  # φ(0) = 1: a padded key must weigh nothing
+        return phi_k, v, mask[:, None, None, :]
 
     def extend(
         self,
@@ -145,10 +144,7 @@ class LinearAttention(HeadsAttention):
         V(i) = the real keys, at positions ≤ i's when causal. Output [A_1 V_1; ...; A_H V_H] W^O, weights A.
         The explicit Tq×Tk matrix, independent of the fast paths."""
         q = self._split(self.W_q(query))
-        pad = ~mask.unsqueeze(-1)
-        # masked_fill, not multiply: padding may hold NaN/inf, and 0·NaN is NaN
-        k = self._split(self.W_k(keys.masked_fill(pad, 0)))
-        v = self._split(self.W_v(values.masked_fill(pad, 0)))
+        k, v = self.key_value_heads(keys, values, mask)
         seen = mask[:, None, None, :]
         if positions is not None and positions.causal:
             seen = seen & (positions.relative(4) <= 0)  # key position j ≤ query position i

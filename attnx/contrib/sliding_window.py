@@ -123,10 +123,7 @@ class SlidingWindowAttention(MultiHeadAttention):
         if positions is None:
             raise ValueError("sliding_window needs positions: its window is measured in them")
         q = self._split(self.W_q(query))
-        pad = ~mask.unsqueeze(-1)
-        # masked_fill, not multiply: padding may hold NaN/inf, and 0·NaN is NaN
-        k = self._split(self.W_k(keys.masked_fill(pad, 0)))
-        v = self._split(self.W_v(values.masked_fill(pad, 0)))
+        k, v = self.key_value_heads(keys, values, mask)
         offset = positions.relative(4)  # j − i
         window = offset.abs() < self.window
         if positions.causal:

@@ -319,6 +319,16 @@ class HeadsAttention(Attention):
         """[B, H, T, d] -> [B, T, H·d] W^O"""
         return self.W_o(heads.transpose(1, 2).flatten(2))
 
+    def key_value_heads(
+        self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """(K W^K, V W^V), each [B, H, Tk, d], from keys and values whose padding is replaced by 0 first:
+        replaced, not multiplied, since padding may hold NaN/inf and 0·NaN is NaN. A padded key then
+        projects to exactly 0, as a fused kernel needs: it adds its -inf mask, and NaN + -inf is NaN."""
+        pad = ~mask.unsqueeze(-1)
+        k, v = (W(x.masked_fill(pad, 0)) for W, x in ((self.W_k, keys), (self.W_v, values)))
+        return self._split(k), self._split(v)
+
 
 @register_attention("multi_head")
 class MultiHeadAttention(HeadsAttention):
@@ -353,11 +363,8 @@ class MultiHeadAttention(HeadsAttention):
         self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
     ) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]:
         """(K W^K [B, H, Tk, d], the score's prepared keys, V W^V [B, H, Tk, d], mask [B, 1, 1, Tk])."""
-        pad = ~mask.unsqueeze(-1)
-        # zero padded keys too: the fused kernel adds its -inf mask to the scores, and NaN + -inf is NaN
-        k = self._split(self.W_k(keys.masked_fill(pad, 0)))
-        values = self._split(self.W_v(values.masked_fill(pad, 0)))
-        return k, self.score.prepare(k), values, mask[:, None, None, :]
+        k, v = self.key_value_heads(keys, values, mask)
+        return k, self.score.prepare(k), v, mask[:, None, None, :]
 
     def extend(
         self,
