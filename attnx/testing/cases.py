@@ -109,6 +109,10 @@ class Subject:
             self._cases[setting] = cases_for(self, setting)
         return self._cases[setting]
 
+    def case(self, setting: Setting, fits: Callable[[Case], bool]) -> tuple[Attention, Case]:
+        """The first of `cases(setting)` that `fits` (the caller knows the flags make one)."""
+        return next((att, case) for att, case in self.cases(setting) if fits(case))
+
     def output(
         self, att: Attention, case: Case, need_weights: bool = True
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -169,6 +173,15 @@ class Case:
     @property
     def batch(self) -> int:
         return self.query.size(0)
+
+    @property
+    def causal(self) -> bool:
+        return self.positions is not None and self.positions.causal
+
+    @property
+    def many_queries(self) -> bool:
+        """A cross-attention call of several queries (a target under teacher forcing)."""
+        return not self.self_attention and self.tq > 1
 
     @property
     def name(self) -> str:

@@ -68,9 +68,7 @@ def _weights_used(subject: Subject, setting: Setting) -> None:
 def one_query_of_many(case: Case, cases: list[tuple[Attention, Case]]) -> bool:
     """A cross-attention call of one query where one of several is checked too: the same arithmetic, row
     for row, so the costlier checks skip it (`queries` holds the two equal)."""
-    return (
-        not case.self_attention and case.tq == 1 and any(not c.self_attention and c.tq > 1 for _, c in cases)
-    )
+    return not case.self_attention and case.tq == 1 and any(c.many_queries for _, c in cases)
 
 
 def explained(att: Attention, case: Case) -> float:

@@ -12,13 +12,11 @@ from attnx.nn.positions import Positions
 from attnx.nn.transformer import AttentionSite, KVCache
 from attnx.testing.base import ATOL, CACHE_ATOL, Check, causal, cross, registrar, require
 from attnx.testing.cases import (
-    DIMS,
     SELF_DIM,
     Setting,
     Subject,
     call,
     construct,
-    cross_case,
     edges,
     key_mask,
     max_gap,
@@ -43,11 +41,10 @@ def _position_free(subject: Subject) -> bool:
 def _queries(subject: Subject, setting: Setting) -> None:
     """Each query of a cross-attention call alone gets the output it gets among the others: under teacher
     forcing they are a target's positions, and a decoding step has one."""
-    att, dims = subject.build(DIMS, setting)
-    case = cross_case(dims, 3, subject.cls.takes_positions, setting)
+    att, case = subject.case(setting, lambda case: case.many_queries)
     prepared = att.prepare(case.keys, case.values, case.mask)
     for need_weights in (True, False):
-        ctx, w = call(att, case, need_weights)
+        ctx, w = subject.output(att, case, need_weights)
         for i in range(case.tq):
             at = (
                 None
@@ -68,12 +65,11 @@ def _queries(subject: Subject, setting: Setting) -> None:
 @check("causality", applies=causal)
 def _causality(subject: Subject, setting: Setting) -> None:
     """Under causal positions, later tokens change no earlier output or weight; later keys get 0 weight."""
-    att, _ = subject.build(((SELF_DIM,) * 3,), setting)
-    x, mask = random_sequence(setting), key_mask(setting.lengths)
-    case = self_case(x, mask, True, True, setting)
+    att, case = subject.case(setting, lambda case: case.causal)
+    x, mask = case.query, case.mask
     assert case.positions is not None  # a causal case has them
     for need_weights in (True, False):
-        ctx, w = call(att, case, need_weights)
+        ctx, w = subject.output(att, case, need_weights)
         if w is not None:
             later = case.positions.relative(w.dim()) > 0
             peek = real_rows(w.masked_fill(~later, 0), case.real).abs().max().item()
@@ -110,9 +106,8 @@ def _permutation(subject: Subject, setting: Setting) -> None:
             "a position_free mechanism must not see where a token is",
         )
     if subject.cls.cross_attention:
-        att, dims = subject.build(DIMS, setting)
-        case = cross_case(dims, 3, subject.cls.takes_positions, setting)
-        ctx, w = call(att, case)
+        att, case = subject.case(setting, lambda case: case.many_queries)
+        ctx, w = subject.output(att, case)
         shuffled = dataclasses.replace(
             case, keys=case.keys[:, perm], values=case.values[:, perm], mask=case.mask[:, perm]
         )
