@@ -149,29 +149,35 @@ def check_all(name: str | None = None) -> list[tuple[str, str, str | None]]:
     listing the names there are."""
     load_all()
     scores, attentions = registry("score").names(), registry("attention").names()
+    named = {}  # kind -> the registered name `name` stands for
     if name is not None:
-        kinds = [kind for kind in ("score", "attention") if name in registry(kind)]
-        if not kinds:
+        named = {
+            kind: registry(kind).canonical(name) for kind in ("score", "attention") if name in registry(kind)
+        }
+        if not named:
             close = difflib.get_close_matches(name, [*scores, *attentions], n=1, cutoff=0.4)
             hint = f" (did you mean '{close[0]}'?)" if close else ""
             raise RegistryError(
                 f"unknown score or attention '{name}'{hint}; scores: {', '.join(scores)}; attentions: "
                 f"{', '.join(attentions)}"
             )
-        canonical = {kind: registry(kind).canonical(name) for kind in kinds}
-        scores = [canonical["score"]] if "score" in canonical else scores
-        attentions = [canonical["attention"]] if "attention" in canonical else attentions
-    results = []
-    if name is None or "score" in kinds:
-        results += [("score", s, _error_of(check_score, registry("score").get(s))) for s in scores]
+
+    def involved(mechanism: str | None, score: str | None) -> bool:
+        """Whether the pair involves the named plugin (everything does when none is named); a name that
+        is both a score and an attention (`dot`) involves what either involves."""
+        return name is None or named.get("attention") == mechanism or named.get("score") == score
+
+    results = [
+        ("score", s, _error_of(check_score, registry("score").get(s))) for s in scores if involved(None, s)
+    ]
     for mechanism in attentions:
         cls: type[Attention] = registry("attention").get(mechanism)
         if cls.default_score is None:
-            if name is None or "attention" in kinds:
+            if involved(mechanism, None):
                 results.append(("attention", mechanism, _error_of(check_attention, cls)))
             continue
         for score in scores:
-            if accepts(cls, registry("score").get(score)):
+            if accepts(cls, registry("score").get(score)) and involved(mechanism, score):
                 label = f"{mechanism} score={score}"
                 results.append(("attention", label, _error_of(check_attention, cls, score)))
     return results

@@ -445,3 +445,21 @@ def test_check_all_pairs_position_scores_with_mechanisms_that_take_positions(
     )
     assert ("attention", "local_window score=distance_test") not in results  # it takes no positions
     assert ("attention", "local_window score=dot") in results
+
+
+def test_check_all_of_a_name_that_is_both_a_score_and_an_attention_checks_what_either_involves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`dot` is Luong's attention and the dot score: the score in every mechanism, the mechanism with every
+    score. The kit itself is replaced by a recorder: which pairs are checked is the question."""
+    checked = []
+    monkeypatch.setattr("attnx.testing.check_score", lambda cls: checked.append(("score", cls.__name__)))
+    monkeypatch.setattr(
+        "attnx.testing.check_attention", lambda cls, score=None: checked.append((cls.__name__, score))
+    )
+    results = {label for _, label, _ in check_all("dot")}
+    assert {"dot", "multi_head score=dot", "dot score=dot", "dot score=general"} <= results
+    assert "multi_head score=general" not in results and "none" not in results
+    assert ("score", "DotScore") in checked and ("MultiHeadAttention", "dot") in checked
+    assert {label for _, label, _ in check_all("general")} >= {"general", "dot score=general"}
+    assert "dot score=dot" not in {label for _, label, _ in check_all("general")}
