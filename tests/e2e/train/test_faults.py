@@ -286,7 +286,10 @@ def test_a_sweep_killed_with_sigkill_stops_its_workers_and_resumes_to_uninterrup
 ) -> None:
     sweep = tmp_path / "sweep"
     joblib = ["hydra/launcher=joblib", "hydra.launcher.n_jobs=2"]
-    sweeping = ["train", "-m", *THREE, *joblib, "attention=dot,additive", f"hydra.sweep.dir={sweep}"]
+    # two seeds of one model: runs of equal speed, so neither can finish before the other's first epoch
+    # (with dot against additive, dot once did); distinct, so a resume from the other's checkpoint shows
+    seeds = "seed=0,1"
+    sweeping = ["train", "-m", *THREE, *joblib, seeds, f"hydra.sweep.dir={sweep}"]
     main = launch(sweeping, tmp_path / "main.out")
     jobs = [sweep / "0", sweep / "1"]
     first_epoch = [j / "checkpoints" / "last.ckpt" for j in jobs]
@@ -302,11 +305,12 @@ def test_a_sweep_killed_with_sigkill_stops_its_workers_and_resumes_to_uninterrup
     assert [record(j)["status"] for j in jobs] == ["interrupted", "interrupted"]
     assert all(Path(record(j)["checkpoint"]).exists() for j in jobs)
 
-    assert train(sweep, *THREE, *joblib, "attention=dot,additive", "resume=auto", sweep=True) == 0
+    assert train(sweep, *THREE, *joblib, seeds, "resume=auto", sweep=True) == 0
     resumed = [record(j) for j in jobs]
     assert all(r["resumed_from"] and r["steps"] == 3 * 63 for r in resumed)
-    dot = completed(tmp_path / "dot", *THREE, "attention=dot")["metrics"]
-    assert [r["metrics"] for r in resumed] == [dot, uninterrupted]  # additive is THREE's attention
+    seed_1 = completed(tmp_path / "seed_1", *THREE, "seed=1")["metrics"]
+    assert [r["metrics"] for r in resumed] == [uninterrupted, seed_1]  # seed 0 is THREE's
+    assert seed_1 != uninterrupted
 
 
 def test_a_full_disk_fails_the_run_and_leaves_no_partial_checkpoint(tmp_path: Path) -> None:
