@@ -244,6 +244,26 @@ def visible(mask: torch.Tensor, positions: Positions | None) -> torch.Tensor:
     return mask & causal.view(causal.size(0), *[1] * (mask.dim() - 3), *causal.shape[1:])
 
 
+def lower_triangular(mask: torch.Tensor, positions: Positions | None) -> bool:
+    """Whether `visible(mask, positions)` is exactly the index mask j ≤ i of a Tq = Tk square, what a
+    fused kernel's `is_causal` builds itself (top-left aligned) without an N×N tensor.
+
+    True iff the positions are causal, every key is real (all of `mask`), the queries sit at the keys'
+    positions and those strictly increase: then key_j ≤ query_i = key_i ⟺ j ≤ i. Anything else (a
+    decoding step or chunk, Tq < Tk; padding; repeated or unordered positions) is False. The shape tests
+    are free; the rest is O(B·N) work reduced to one host sync, against the O(N²) attention it saves.
+    """
+    if positions is None or not positions.causal:
+        return False
+    query, key = positions.query, positions.key
+    if not query.size(-1) == key.size(-1) == mask.size(-1):
+        return False
+    exact = mask.all() & (key[..., 1:] > key[..., :-1]).all()
+    if query is not key:  # self-attention's positions are one tensor (`Positions.self_attention`)
+        exact &= (query == key).all()
+    return bool(exact)
+
+
 class SoftmaxAttention(ScoredAttention):
     """`ScoredAttention` with the capabilities it has: any site, causal, positions passed on."""
 
@@ -335,7 +355,8 @@ class MultiHeadAttention(HeadsAttention):
     """Vaswani et al. 2017: head_h = softmax(f(q W_h^Q, K W_h^K)) V W_h^V over unmasked keys,
     output = [head_1; ...; head_H] W^O, with d = query_dim / H per head and f any score built as
     score(d, d). Weights are [B, H, Tq, Tk]. With `scaled_dot` and no weights requested it runs
-    `F.scaled_dot_product_attention` (fused kernels), numerically the explicit path. Incremental:
+    `F.scaled_dot_product_attention` (fused kernels), numerically the explicit path; causal self-attention
+    without padding uses the kernel's own causal mask there (`lower_triangular`), in O(N) memory. Incremental:
     a cache keeps the projected K W^K and V W^V, so a decoding step projects only the new keys.
     """
 
@@ -388,16 +409,25 @@ class MultiHeadAttention(HeadsAttention):
         positions: Positions | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         _, keys, values, mask = prepared
-        mask = visible(mask, positions)
         q = self._split(self.W_q(query))
         if not need_weights and type(self.score) is ScaledDotScore:
-            # ScaledDotScore.prepare is the identity, so `keys` are the projected keys
+            # ScaledDotScore.prepare is the identity, so `keys` are the projected keys. When the visible
+            # keys are j ≤ i by index, the kernel's own causal mask replaces the [B, 1, N, N] one (and
+            # the int64 j − i behind it): O(N) memory instead of O(N²), and it skips the masked blocks.
+            causal = lower_triangular(mask, positions)
             p = self.dropout.p if self.training else 0.0
             heads, weights = (
-                F.scaled_dot_product_attention(q, keys, values, attn_mask=mask, dropout_p=p),
+                F.scaled_dot_product_attention(
+                    q,
+                    keys,
+                    values,
+                    attn_mask=None if causal else visible(mask, positions),
+                    dropout_p=p,
+                    is_causal=causal,
+                ),
                 None,
             )
         else:
-            weights = masked_softmax(self.score.at(q, keys, positions), mask)
+            weights = masked_softmax(self.score.at(q, keys, positions), visible(mask, positions))
             heads = self.dropout(weights) @ values
         return self._merge(heads), weights if need_weights else None
