@@ -190,7 +190,8 @@ def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) 
         error=None,
         metrics={k: float(v) for k, v in metrics.items()},
         params=module.num_parameters(),
-        train_seconds=module.train_seconds,
+        train_seconds=module.train_seconds,  # compiling included: `compile.seconds` says how much
+        compile=module.compile_record(),
         # every rank trains as many batches of about as many examples: this rank's rate times their number
         samples_per_second=(
             module.train_samples * trainer.world_size / module.train_seconds if module.train_seconds else None
