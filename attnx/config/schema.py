@@ -121,7 +121,8 @@ class TrainConfig:
     seed: int = MISSING
     threads: int = MISSING
     bucketing: bool = MISSING
-    compile: bool = MISSING
+    compile: Any = MISSING  # true | false | auto (attnx.config.validation checks which)
+    compile_cache: Optional[str] = MISSING  # noqa: UP045
     paired_embeddings: bool = MISSING
     resume: Optional[str] = MISSING  # noqa: UP045 - OmegaConf needs typing.Optional
     ckpt_path: Optional[str] = MISSING  # noqa: UP045

@@ -106,6 +106,8 @@ def validate(cfg: DictConfig, here: bool = True) -> Sites:
     check_betas(cfg)
     if cfg.resume not in (None, "auto"):
         raise ConfigError(f"resume must be null or auto, got {cfg.resume!r}")
+    if not isinstance(cfg.compile, bool) and cfg.compile != "auto":
+        raise ConfigError(f"compile must be true, false or auto, got {cfg.compile!r}")
     check_trainer(cfg.trainer, here)
     check_callbacks(cfg)
     sites = check_sites(cfg)

@@ -1,5 +1,5 @@
 """What every attnx LightningModule shares: model assembly, the configured optimiser and schedule,
-throughput, RNG state, optional torch.compile."""
+throughput, RNG state, compiled regions."""
 
 from __future__ import annotations
 
@@ -16,6 +16,17 @@ from attnx.lit.optim import param_groups
 from attnx.models.assembly import model_from_spec
 from attnx.models.sites import Sites
 from attnx.models.spec import ModelSpec
+from attnx.nn.fusion import compile_regions, regions_of, stats
+
+# `compile: auto` compiles a run of at least this many training steps: the RNN decoder's region saves
+# about 1.5 ms a step at the quick suite's sizes against 2-3 s of compiling from a warm cache
+# (benchmarks/README.md, "Compiled regions")
+AUTO_MIN_STEPS = 2000
+
+
+def compiles(policy: bool | str, steps: float) -> bool:
+    """Whether a run of `steps` training steps compiles its regions under `compile: policy`."""
+    return policy is True or (policy == "auto" and steps >= AUTO_MIN_STEPS)
 
 
 class NonFiniteLoss(ArithmeticError):
@@ -93,11 +104,19 @@ class AttnxModule(pl.LightningModule):
         self._evaluate(batch, "test")
 
     def setup(self, stage: str) -> None:
-        """With `compile: true`, torch.compile the model for training. In place (`nn.Module.compile`),
-        so checkpoints keep their keys; not for predict or evaluation-only runs, where the compile time
-        (seconds to a minute on CPU, again per new input shape) outweighs a few batches."""
-        if stage == "fit" and self.spec.compile:
-            self.model.compile()  # a second fit replaces the compiled call, it does not nest
+        """Compile the model's fusable regions for training (`attnx.nn.fusion`) as `compile` says: true
+        always, auto when the run trains for `AUTO_MIN_STEPS` or more. Not for predict or evaluation-only
+        runs, where a compile (seconds to a minute on CPU) outweighs a few batches."""
+        if stage == "fit" and compiles(self.spec.compile, self.trainer.estimated_stepping_batches):
+            compile_regions(self.model)
+
+    def compile_record(self) -> dict[str, Any] | None:
+        """results.json's `compile`: each region compiled (and its graphs) or eager and why, and what
+        compiling cost (`attnx.nn.fusion.stats`); None when nothing was compiled."""
+        regions = regions_of(self.model)
+        if not regions:
+            return None
+        return {"regions": {name: region.record() for name, region in regions.items()}, **stats()}
 
     def log_step(self, name: str, value: torch.Tensor, batch_size: int) -> None:
         """`self.log` a training-step value (shown on the progress bar) only on the steps whose values

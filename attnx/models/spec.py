@@ -61,7 +61,7 @@ class ModelSpec:
     lm: dict[str, Any] | None = None
     tgt_itos: list[str] | None = None
     classes: list[str] | None = None
-    compile: bool = False
+    compile: bool | str = False  # true, false or "auto" (attnx.lit.module.compiles)
     embedding_seed: int | None = None  # paired embeddings: every table drawn from this seed
 
     def __post_init__(self) -> None:

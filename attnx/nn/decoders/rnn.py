@@ -25,6 +25,7 @@ from torch import nn
 from attnx.nn.attention import PLACEMENTS, Mechanism
 from attnx.nn.decoders.base import Decoder
 from attnx.nn.encoders import EncoderOutput, rnn_class
+from attnx.nn.fusion import Fusable, is_compiled
 from attnx.registry import register_decoder
 from attnx.vocab import EOS, PAD
 
@@ -56,11 +57,13 @@ class DecoderState(NamedTuple):
 
 
 @register_decoder("rnn")
-class RNNDecoder(Decoder):
+class RNNDecoder(Decoder, Fusable):
     """Hosts `cross_attention` by its placement (module docstring): `forward` teacher-forces a whole
     target, `init_state` + `step` decode one token at a time for greedy and beam search. Scored
     mechanisms attend in the decoder's space (hidden_dim); none/fixed_c read C as the encoder gives it.
     """
+
+    fusable = ("_recurrence",)
 
     def __init__(
         self,
@@ -104,13 +107,11 @@ class RNNDecoder(Decoder):
         self.dropout = nn.Dropout(dropout)
         # One bridge for every placement; an LSTM gets both h_0 and c_0 from it.
         self.bridge = nn.Linear(enc_dim, hidden_dim * num_layers * (2 if self.is_lstm else 1))
+        self.layer_dropout = dropout if num_layers > 1 else 0.0  # torch applies it between layers only
         self.rnn = rnn_class(cell)(
-            embed_dim + extra_input,
-            hidden_dim,
-            num_layers,
-            batch_first=True,
-            dropout=dropout if num_layers > 1 else 0.0,
+            embed_dim + extra_input, hidden_dim, num_layers, batch_first=True, dropout=self.layer_dropout
         )
+        self._widest = 0  # the widest target `_compiled` has run
         self.combine = (
             nn.Linear(hidden_dim + context_dim, hidden_dim, bias=False) if self.placement != "none" else None
         )
@@ -194,11 +195,13 @@ class RNNDecoder(Decoder):
         - Without weights to return, rows run longest first and each step only on the rows whose
           target goes on (input neither PAD nor EOS): a batch costs its tokens, not its padding. The
           logits of the other positions are 0; their targets are PAD, which the loss ignores.
+        - Compiled (`_recurrence` a region, in training): every row runs every step, so that the
+          shapes stay fixed (`_compiled`).
 
         Equal to the step loop (`step`) within float rounding (tests/unit/nn/test_decoders.py).
         """
-        # Only "before" and input-fed "after" recur through the context: both combine [s_t; c_t].
-        assert self.combine is not None
+        if self.training and not need_weights and is_compiled(self._recurrence):
+            return self._compiled(enc, tgt_in)
         batch, width = tgt_in.shape
         steps = ((tgt_in != PAD) & (tgt_in != EOS)).sum(1)
         if need_weights:  # every position, as the step loop gives them
@@ -208,54 +211,123 @@ class RNNDecoder(Decoder):
         by_length = steps.index_select(0, order)
         active = (by_length[None] > torch.arange(width, device=steps.device)[:, None]).sum(1).tolist()
         state = self.init_state(enc)
-        x = self.dropout(self.embed(tgt_in.index_select(0, order)))
-        embed_dim = x.size(-1)
-        w_ih, b_ih = self.rnn.get_parameter("weight_ih_l0"), self.rnn.get_parameter("bias_ih_l0")
+        weights = self._weights()
         # unbind, not [:, t]: one backward node for all steps, where indexing's backward would
         # write each step's gradient into a zeroed copy of the whole [B, U, gates·H] tensor
-        input_gates = F.linear(x, w_ih[:, :embed_dim], b_ih).unbind(1)
-        w_extra = w_ih[:, embed_dim:]
+        input_gates = self._input_gates(tgt_in.index_select(0, order), weights).unbind(1)
         layers = self._layer_states(state.hidden)
         feed: Any = state.feed
         memory, rows = state.memory, batch
         states: list[torch.Tensor] = []
         contexts: list[torch.Tensor] = []
         outputs: list[torch.Tensor] = []
-        weights: list[torch.Tensor] = []
+        attention: list[torch.Tensor] = []
         for t, n in enumerate(active):
             if n < rows:  # rows are sorted longest first: the ones still going are a prefix
                 rows, memory = n, first_rows(state.memory, n)
                 layers, feed = first_rows(layers, n), first_rows(feed, n)
             if n == 0:
                 break
-            if self.placement == "before":
-                top = layers[-1][0] if self.is_lstm else layers[-1]
-                context, w = self.attention.attend(top[:, None], memory, need_weights)
-                extra = context
-            else:
-                extra = feed
-            layers = self._recur(input_gates[t][:n] + F.linear(extra[:, 0], w_extra), layers)
-            s = (layers[-1][0] if self.is_lstm else layers[-1])[:, None]
-            if self.placement == "after":
-                context, w = self.attention.attend(s, memory, need_weights)
-                feed = torch.tanh(self.combine(torch.cat([s, context], dim=-1)))
-                outputs.append(feed[:, 0])
+            layers, s, context, feed, w = self._context_step(
+                input_gates[t][:n], layers, feed, memory, weights, need_weights
+            )
             states.append(s[:, 0])
             contexts.append(context[:, 0])
+            if self.input_feeding:
+                outputs.append(feed[:, 0])
             if w is not None:
-                weights.append(w)
-        if outputs:
-            o = torch.cat(outputs)
-        else:
-            o = torch.tanh(self.combine(torch.cat([torch.cat(states), torch.cat(contexts)], dim=-1)))
+                attention.append(w)
+        o = self._output(torch.cat(states), torch.cat(contexts), torch.cat(outputs) if outputs else None)
         # o holds the active positions step by step; place them at (row in the batch, step)
         positions = torch.cat([order[:n] * width + t for t, n in enumerate(active) if n])
         logits = o.new_zeros(batch * width, self.vocab_size).index_copy(
             0, positions, self.out(self.dropout(o))
         )
-        if not weights:
+        if not attention:
             return logits.view(batch, width, -1), None
-        return logits.view(batch, width, -1), torch.cat(weights, dim=-2).index_select(0, order.argsort())
+        return logits.view(batch, width, -1), torch.cat(attention, dim=-2).index_select(0, order.argsort())
+
+    def _compiled(self, enc: EncoderOutput, tgt_in: torch.Tensor) -> tuple[torch.Tensor, None]:
+        """The teacher-forced pass with the compiled `_recurrence`. Its loop unrolls over the target's
+        width, so a narrower batch is padded to the widest seen so far: a run compiles one graph per
+        new widest batch (one or two), and padding steps come after every real one, which a recurrence
+        never reads. Batch size and source length vary freely (Dynamo's dynamic shapes)."""
+        width = tgt_in.size(1)
+        self._widest = max(self._widest, width)
+        state = self.init_state(enc)
+        weights = self._weights()
+        input_gates = F.pad(self._input_gates(tgt_in, weights), (0, 0, 0, self._widest - width))
+        o = self._recurrence(input_gates, self._layer_states(state.hidden), state.feed, state.memory, weights)
+        logits = self.out(self.dropout(o[:, :width]))
+        ended = (tgt_in == PAD) | (tgt_in == EOS)  # as the eager pass: 0 where the target has ended
+        return logits.masked_fill(ended[..., None], 0.0), None
+
+    def _recurrence(
+        self, input_gates: torch.Tensor, layers: list[Any], feed: Any, memory: Any, weights: RNNWeights
+    ) -> torch.Tensor:
+        """Every step of `_context_step` over input gates [B, U, gates·H], all rows: o [B, U, H]. The
+        region `compile: true` compiles (`fusable`): the cell, the mechanism and the output layer of
+        all U steps in one graph, forward and backward."""
+        states, contexts, outputs = [], [], []
+        for gates in input_gates.unbind(1):
+            layers, s, context, feed, _ = self._context_step(gates, layers, feed, memory, weights, False)
+            states.append(s)
+            contexts.append(context)
+            if self.input_feeding:
+                outputs.append(feed)
+        o = self._output(
+            torch.cat(states, 1), torch.cat(contexts, 1), torch.cat(outputs, 1) if outputs else None
+        )
+        return o
+
+    def _context_step(
+        self,
+        gates: torch.Tensor,
+        layers: list[Any],
+        feed: Any,
+        memory: Any,
+        weights: RNNWeights,
+        need_weights: bool,
+    ) -> tuple[list[Any], torch.Tensor, torch.Tensor, Any, torch.Tensor | None]:
+        """One step of a decoder that recurs through its context (placement "before", or "after" with
+        input feeding) from the step's embedding gates [n, gates·H]: (layers, s_t [n, 1, H], c_t,
+        o_t fed back or None, weights)."""
+        # Only "before" and input-fed "after" recur through the context: both combine [s_t; c_t].
+        assert self.combine is not None
+        if self.placement == "before":
+            top = layers[-1][0] if self.is_lstm else layers[-1]
+            context, w = self.attention.attend(top[:, None], memory, need_weights)
+            extra = context
+        else:
+            extra = feed
+        layers = self._recur(gates + F.linear(extra[:, 0], weights.context), layers, weights)
+        s = (layers[-1][0] if self.is_lstm else layers[-1])[:, None]
+        if self.placement == "after":
+            context, w = self.attention.attend(s, memory, need_weights)
+            feed = torch.tanh(self.combine(torch.cat([s, context], dim=-1)))
+        return layers, s, context, feed, w
+
+    def _output(self, states: torch.Tensor, contexts: torch.Tensor, fed: torch.Tensor | None) -> torch.Tensor:
+        """o_t = tanh(W_o[s_t; c_t]) for every step at once, unless input feeding computed it already."""
+        assert self.combine is not None
+        return fed if fed is not None else torch.tanh(self.combine(torch.cat([states, contexts], dim=-1)))
+
+    def _weights(self) -> RNNWeights:
+        """The RNN's parameters as tensors: a compiled region may not touch an `nn.GRU` (Dynamo refuses
+        torch's RNN modules), and the first layer's W_ih splits into its embedding and context parts."""
+        rnn, embed_dim = self.rnn, self.embed.embedding_dim
+        layers = tuple(
+            tuple(
+                rnn.get_parameter(f"{name}_l{k}") for name in ("weight_ih", "bias_ih", "weight_hh", "bias_hh")
+            )
+            for k in range(self.num_layers)
+        )
+        w_ih = layers[0][0]
+        return RNNWeights(w_ih[:, :embed_dim], w_ih[:, embed_dim:], layers)
+
+    def _input_gates(self, tgt_in: torch.Tensor, weights: RNNWeights) -> torch.Tensor:
+        """W_e e_t + b_ih for every step [B, U, gates·H]: the first layer's input gates, context aside."""
+        return F.linear(self.dropout(self.embed(tgt_in)), weights.embedding, weights.layers[0][1])
 
     def _layer_states(self, hidden: Hidden) -> list[Any]:
         """[L, B, H] (or an LSTM's (h, c)) -> one entry per layer: h [B, H], or (h, c)."""
@@ -263,24 +335,27 @@ class RNNDecoder(Decoder):
             return list(zip(hidden[0].unbind(0), hidden[1].unbind(0)))
         return list(hidden.unbind(0))
 
-    def _recur(self, input_gates: torch.Tensor, layers: list[Any]) -> list[Any]:
+    def _recur(self, input_gates: torch.Tensor, layers: list[Any], weights: RNNWeights) -> list[Any]:
         """One step of the stacked cell from the first layer's input gates [B, gates·H]; upper layers
         take the layer below's h (dropped out between layers in training, as torch's RNNs do)."""
         new: list[Any] = []
         for k, previous in enumerate(layers):
+            w_ih, b_ih, w_hh, b_hh = weights.layers[k]
             if k > 0:
                 below = new[-1][0] if self.is_lstm else new[-1]
-                below = F.dropout(below, self.rnn.dropout, self.training)
-                input_gates = F.linear(
-                    below, self.rnn.get_parameter(f"weight_ih_l{k}"), self.rnn.get_parameter(f"bias_ih_l{k}")
-                )
-            hidden_gates = F.linear(
-                previous[0] if self.is_lstm else previous,
-                self.rnn.get_parameter(f"weight_hh_l{k}"),
-                self.rnn.get_parameter(f"bias_hh_l{k}"),
-            )
+                input_gates = F.linear(F.dropout(below, self.layer_dropout, self.training), w_ih, b_ih)
+            hidden_gates = F.linear(previous[0] if self.is_lstm else previous, w_hh, b_hh)
             new.append(cell_update(self.cell, input_gates, hidden_gates, previous))
         return new
+
+
+class RNNWeights(NamedTuple):
+    """An RNN decoder's parameters for its written-out steps: the first layer's W_ih split into its
+    embedding and context columns, and every layer's (W_ih, b_ih, W_hh, b_hh)."""
+
+    embedding: torch.Tensor
+    context: torch.Tensor
+    layers: tuple[tuple[torch.Tensor, ...], ...]
 
 
 def cell_update(cell: str, gi: torch.Tensor, gh: torch.Tensor, previous: Any) -> Any:
