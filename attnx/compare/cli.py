@@ -88,7 +88,13 @@ def main(argv: list[str]) -> int:
     except (ConfigError, registry.RegistryError, registry.PluginImportError) as error:
         print(f"attnx compare: {error}", file=sys.stderr)
         return 2
-    runs = [*request.runs, *launcher_override(cfg, request.runs), "resume=auto"]
+    # one compile cache for both phases: a configuration compiles once per compare (attnx.train.compile_cache)
+    cache = (
+        []
+        if any(o.startswith("compile_cache=") for o in request.runs)
+        else [f"compile_cache={out / 'compile_cache'}"]
+    )
+    runs = [*request.runs, *launcher_override(cfg, request.runs), "resume=auto", *cache]
     print(
         f"attnx compare: {candidate.label} on suite {suite} ({', '.join(cfg.tasks)}), into {out}", flush=True
     )

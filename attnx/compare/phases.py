@@ -16,6 +16,7 @@ from attnx.compare.plan import Arm, Job
 from attnx.report.document import slug
 
 log = logging.getLogger("attnx")
+UNCHANGING = ("resume", "compile_cache")  # run keys that change no result
 
 
 def launch(folder: Path, cfg: DictConfig, jobs: list[Job], runs: list[str], search: bool = False) -> int:
@@ -46,7 +47,7 @@ def multirun(overrides: list[str]) -> int:
 
 def same(recorded: list[str], planned: list[str]) -> bool:
     """Whether a completed run's overrides are the planned ones, as Hydra's grammar reads them (a job
-    records no `hydra...` override, and `resume` changes no result)."""
+    records no `hydra...` override, and neither `resume` nor `compile_cache` changes a result)."""
     return _normal(recorded) == _normal(planned)
 
 
@@ -57,7 +58,7 @@ def _normal(overrides: list[str]) -> list[str]:
     return sorted(
         f"{o.key_or_group}={o.get_value_element_as_str()}"
         for o in parsed
-        if o.key_or_group != "resume" and not re.match(r"hydra($|[./])", o.key_or_group)
+        if o.key_or_group not in UNCHANGING and not re.match(r"hydra($|[./])", o.key_or_group)
     )
 
 
