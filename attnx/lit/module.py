@@ -4,6 +4,7 @@ throughput, RNG state, compiled regions."""
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import lightning.pytorch as pl
@@ -24,9 +25,9 @@ from attnx.nn.fusion import compile_regions, regions_of, stats
 AUTO_MIN_STEPS = 2000
 
 
-def compiles(policy: bool | str, steps: float) -> bool:
-    """Whether a run of `steps` training steps compiles its regions under `compile: policy`."""
-    return policy is True or (policy == "auto" and steps >= AUTO_MIN_STEPS)
+def compiles(policy: bool | str, steps: Callable[[], float]) -> bool:
+    """Whether a run of `steps()` training steps compiles its regions under `compile: policy`."""
+    return policy is True or (policy == "auto" and steps() >= AUTO_MIN_STEPS)
 
 
 class NonFiniteLoss(ArithmeticError):
@@ -107,7 +108,7 @@ class AttnxModule(pl.LightningModule):
         """Compile the model's fusable regions for training (`attnx.nn.fusion`) as `compile` says: true
         always, auto when the run trains for `AUTO_MIN_STEPS` or more. Not for predict or evaluation-only
         runs, where a compile (seconds to a minute on CPU) outweighs a few batches."""
-        if stage == "fit" and compiles(self.spec.compile, self.trainer.estimated_stepping_batches):
+        if stage == "fit" and compiles(self.spec.compile, lambda: self.trainer.estimated_stepping_batches):
             compile_regions(self.model)
 
     def compile_record(self) -> dict[str, Any] | None:

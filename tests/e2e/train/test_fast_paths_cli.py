@@ -1,5 +1,5 @@
 """Fast paths give the explicit path's results: the fused self-attention encoder with gradients, the
-training steps' use of the fused kernel, torch.compile, training-loss logging only on logger steps,
+training steps' use of the fused kernel, training-loss logging only on logger steps,
 and the data loader's settings.
 
 (SDPA inside MultiHeadAttention is tested in test_attention.py, the decoder's hoisted key work in

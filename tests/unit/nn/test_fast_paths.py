@@ -1,5 +1,5 @@
 """Fast paths give the explicit path's results: the fused self-attention encoder with gradients, the
-training steps' use of the fused kernel, torch.compile, training-loss logging only on logger steps,
+training steps' use of the fused kernel, training-loss logging only on logger steps,
 and the data loader's settings.
 
 (SDPA inside MultiHeadAttention is tested in test_attention.py, the decoder's hoisted key work in
@@ -9,7 +9,6 @@ test_decoders.py.)
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import pytest
@@ -70,28 +69,6 @@ def test_training_steps_take_the_fused_kernel(task: str, kernels: int, sdpa_call
     data, module = built(task)
     loss = module.training_step(next(iter(data.dataloader("train"))), 0)
     assert len(sdpa_calls) == kernels and loss.isfinite()
-
-
-def test_compile_only_for_fit_keeps_outputs_and_checkpoint_keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    compiles: list[int] = []
-    # the eager backend checks what torch.compile captures without paying for code generation
-    eager_compile = functools.partial(torch.compile, backend="eager")
-    monkeypatch.setattr(torch, "compile", lambda *a, **kw: compiles.append(1) or eager_compile(*a, **kw))
-    data, module = built("sentiment", "compile=true")
-    module.eval()
-    batch = next(iter(data.dataloader("val")))
-    keys = list(module.state_dict())
-    eager, _ = module(batch)
-    module.setup("validate")
-    assert compiles == []
-    module.setup("fit")
-    assert compiles == [1]
-    compiled, _ = module(batch)
-    torch.testing.assert_close(compiled, eager)
-    assert list(module.state_dict()) == keys
-    _, plain = built("sentiment")
-    plain.setup("fit")
-    assert compiles == [1]
 
 
 def test_dataloader_copies_nothing_needlessly() -> None:

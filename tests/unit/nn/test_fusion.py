@@ -1,0 +1,152 @@
+"""Compiled regions (attnx.nn.fusion): the rnn decoder's compiled recurrence trains as the eager one
+does, step for step; a region that cannot compile runs eager and says so once; `compile` decides when
+a run compiles, and only the rnn decoder has a region."""
+
+from __future__ import annotations
+
+import copy
+import logging
+from typing import Any
+
+import pytest
+import torch
+
+from attnx import registry
+from attnx.config.compose import ConfigError, compose
+from attnx.config.validation import validate
+from attnx.lit.module import AUTO_MIN_STEPS, compiles
+from attnx.nn.attention import BahdanauAttention, Mechanism
+from attnx.nn.decoders import RNNDecoder
+from attnx.nn.encoders import EncoderOutput
+from attnx.nn.fusion import compile_regions, is_compiled, regions_of
+from attnx.train.assemble import assemble
+from attnx.vocab import BOS, EOS, PAD
+
+from helpers.tiny import TINY_LM, TINY_MODEL, TINY_RNN, TINY_SELF_ATTN, TINY_TRANSFORMER
+
+REGION = "RNNDecoder._recurrence"
+VOCAB = 11
+
+
+def batch(lengths: list[int], width: int) -> tuple[EncoderOutput, torch.Tensor]:
+    """Encoder states of 5 positions (the rows' sources 5, 2 and 4 long) and teacher-forcing inputs
+    BOS y_1..y_n EOS PAD.. of n = `lengths` tokens in `width` columns."""
+    mask = torch.arange(5) < torch.tensor([5, 2, 4])[:, None]
+    enc = EncoderOutput(torch.randn(3, 5, 10) * mask[..., None], torch.randn(3, 10), mask)
+    rows = [([BOS, *torch.randint(4, VOCAB, (n,)).tolist(), EOS] + [PAD] * width)[:width] for n in lengths]
+    return enc, torch.tensor(rows)
+
+
+def decoder(name: str, hp: dict[str, Any], cell: str, attention: type | None = None) -> RNNDecoder:
+    """A 2-layer decoder in training mode, without dropout: the eager pass runs only the rows whose
+    target goes on, the compiled one every row, so their dropout masks are different draws (of the
+    same distribution) and only dropout-free steps can agree to float rounding."""
+    mechanism = Mechanism(attention or registry.get("attention", name), None, hp)
+    dec = RNNDecoder(VOCAB, 10, mechanism, embed_dim=6, hidden_dim=8, cell=cell, num_layers=2, dropout=0.0)
+    return dec.train()
+
+
+def train_losses(dec: RNNDecoder, batches: list[tuple[EncoderOutput, torch.Tensor]]) -> list[float]:
+    """Losses of 20 Adam steps over `batches` (cycled), seeded alike for every model trained."""
+    torch.manual_seed(0)
+    optimizer = torch.optim.Adam(dec.parameters(), lr=0.01)
+    losses = []
+    for step in range(20):
+        enc, tgt_in = batches[step % len(batches)]
+        logits, _ = dec(enc, tgt_in, need_weights=False)
+        loss = torch.nn.functional.cross_entropy(
+            logits.flatten(0, 1), tgt_in.roll(-1, 1).flatten(), ignore_index=0
+        )
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
+
+
+@pytest.mark.parametrize(
+    ("name", "hp", "cell"), [("additive", {}, "gru"), ("dot", {"input_feeding": True}, "lstm")]
+)
+def test_compiled_recurrence_trains_as_the_eager_one(name: str, hp: dict[str, Any], cell: str) -> None:
+    """20 training steps on batches of widths 7 and 5: the same losses within 1e-5 relative,
+    and the narrower batch is padded into the wider one's graph instead of compiling its own."""
+    torch.manual_seed(1)
+    eager = decoder(name, hp, cell)
+    compiled = copy.deepcopy(eager)
+    assert set(compile_regions(compiled)) == {REGION}
+    batches = [batch([2, 6, 4], 7), batch([3, 1, 3], 5)]
+    expected = train_losses(eager, batches)
+    got = train_losses(compiled, batches)
+    region = regions_of(compiled)[REGION]
+    assert is_compiled(region) and region.graphs == 1, region.record()
+    torch.testing.assert_close(got, expected, rtol=1e-5, atol=0)
+    for a, b in zip(compiled.parameters(), eager.parameters()):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
+
+
+class BranchingAttention(BahdanauAttention):
+    """Bahdanau's attention with a branch on a value: correct, but Dynamo cannot trace it whole."""
+
+    def attend(self, query: torch.Tensor, prepared: Any, need_weights: bool = True) -> Any:
+        context, weights = super().attend(query, prepared, need_weights)
+        if context.abs().max().item() > 1e6:  # a data-dependent branch: a graph break
+            context = context.clamp(-1e6, 1e6)
+        return context, weights
+
+
+def test_a_region_that_cannot_compile_runs_eager_and_says_why_once(caplog: pytest.LogCaptureFixture) -> None:
+    torch.manual_seed(1)
+    dec = decoder("additive", {}, "gru", attention=BranchingAttention).eval()
+    enc, tgt_in = batch([2, 6, 4], 7)
+    expected, _ = dec(enc, tgt_in, need_weights=False)
+    compile_regions(dec)
+    dec.train()  # no dropout: the outputs compare with the eval pass
+    with caplog.at_level(logging.WARNING, logger="attnx"):
+        first, _ = dec(enc, tgt_in, need_weights=False)
+        second, _ = dec(enc, tgt_in, need_weights=False)
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 1 and lines[0].startswith(f"compile: {REGION} runs eager: "), lines
+    assert "\n" not in lines[0] and len(lines[0]) < 400
+    assert not is_compiled(dec._recurrence)
+    assert regions_of(dec)[REGION].record()["compiled"] is False
+    torch.testing.assert_close(first, expected, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(second, expected, rtol=1e-5, atol=1e-6)
+
+
+def test_compile_policy_decides_by_the_runs_length() -> None:
+    assert compiles(True, lambda: 1) and not compiles(False, lambda: 10**9)
+    assert compiles("auto", lambda: AUTO_MIN_STEPS) and not compiles("auto", lambda: AUTO_MIN_STEPS - 1)
+    assert compiles("auto", lambda: float("inf"))  # max_epochs=-1
+
+
+@pytest.mark.parametrize("value", ["maybe", "1", "0"])
+def test_compile_takes_true_false_or_auto(value: str) -> None:
+    registry.load_all()
+    with pytest.raises(ConfigError, match="compile must be true, false or auto"):
+        validate(compose([f"compile={value}", "paths.output_dir=unused"]))
+
+
+KINDS = {
+    "seq2seq rnn": (["task=reverse", *TINY_MODEL], {REGION}),
+    "seq2seq transformer": (["task=reverse", *TINY_TRANSFORMER], set()),
+    "classification": (["task=sentiment", *TINY_SELF_ATTN], set()),
+    "classification rnn": (["task=sentiment", *TINY_RNN], set()),
+    "lm": (TINY_LM, set()),
+}
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fit_compiles_the_regions_a_model_has(kind: str) -> None:
+    """`setup("fit")` wraps the fusable methods (compiled at their first call); other stages never do,
+    and checkpoints keep their keys. Only the rnn decoder has a region today: every other kind runs
+    eager under `compile: true` (README)."""
+    overrides, regions = KINDS[kind]
+    registry.load_all()
+    _, module, _ = assemble(compose([*overrides, "compile=true", "paths.output_dir=unused"]))
+    keys = list(module.state_dict())
+    module.setup("validate")
+    assert regions_of(module.model) == {}
+    module.setup("fit")
+    assert set(regions_of(module.model)) == regions
+    assert list(module.state_dict()) == keys
+    assert (module.compile_record() is None) == (not regions)
