@@ -13,6 +13,8 @@ goes through it:
 - weights and optimiser state must be finite.
 
 `newest_good` picks the checkpoint that `resume=auto` continues from, skipping broken ones.
+`known_validation` spares a run validating its best checkpoint again when fit's last validation was of
+those very weights (`LastValidation`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import lightning.pytorch as pl
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
@@ -46,7 +49,12 @@ class CheckpointWriteError(OSError):
 
 
 class VerifiedCheckpointIO(TorchCheckpointIO):
-    """Lightning's checkpoint I/O with atomic writes, checksums and verified, safe loads."""
+    """Lightning's checkpoint I/O with atomic writes, checksums and verified, safe loads. `saved_at`:
+    the global step each checkpoint this process wrote was taken at, by path."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.saved_at: dict[str, int] = {}
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
         buffer = io.BytesIO()
@@ -60,13 +68,46 @@ class VerifiedCheckpointIO(TorchCheckpointIO):
         except OSError as error:
             reason = error.strerror or error
             raise CheckpointWriteError(f"could not write checkpoint {path}: {reason}") from None
+        self.saved_at[str(path)] = checkpoint.get("global_step", -1)
 
     def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: Any = None) -> dict:
         return load(path)  # always weights_only=True, whatever the caller asks
 
     def remove_checkpoint(self, path: Any) -> None:
+        self.saved_at.pop(str(path), None)
         for file in (Path(path), _checksum_path(Path(path))):
             file.unlink(missing_ok=True)
+
+
+class LastValidation(pl.Callback):
+    """The metrics of fit's latest validation (all `val/` keys, as `trainer.validate` returns them) and
+    the global step it ran at: the weights it measured are those of a checkpoint saved at that step."""
+
+    def __init__(self) -> None:
+        self.step: int | None = None
+        self.metrics: dict[str, torch.Tensor] = {}
+
+    def on_validation_end(self, trainer: pl.Trainer, module: pl.LightningModule) -> None:
+        if trainer.sanity_checking or trainer.state.fn != "fit":
+            return
+        self.step = trainer.global_step
+        self.metrics = {k: v.clone() for k, v in trainer.callback_metrics.items() if k.startswith("val/")}
+
+
+def known_validation(trainer: pl.Trainer, path: str | None) -> dict[str, torch.Tensor] | None:
+    """What `trainer.validate(ckpt_path=path)` would measure, when fit's last validation already did:
+    `path` was written by this process at the step of that validation, so it holds the weights measured
+    (the module's evaluation is deterministic; val metrics depend on nothing else). None otherwise: a
+    checkpoint of an earlier validation, one from before a resume, no checkpoint, or DDP, whose other
+    ranks never write checkpoints and so could not tell."""
+    io = trainer.strategy.checkpoint_io
+    callbacks = trainer.callbacks  # type: ignore[attr-defined]  # set by Lightning, undeclared
+    last = next((c for c in callbacks if isinstance(c, LastValidation)), None)
+    if path is None or last is None or last.step is None or trainer.world_size != 1:
+        return None
+    if not isinstance(io, VerifiedCheckpointIO) or io.saved_at.get(str(path)) != last.step:
+        return None
+    return last.metrics
 
 
 def check_writable(folder: Path) -> None:

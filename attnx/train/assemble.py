@@ -85,7 +85,7 @@ def _trainer(cfg: DictConfig, signals: Signals | None) -> Any:
     from lightning.pytorch.callbacks import RichProgressBar
     from lightning.pytorch.plugins.environments import SLURMEnvironment
 
-    from attnx.lit.checkpoints import VerifiedCheckpointIO
+    from attnx.lit.checkpoints import LastValidation, VerifiedCheckpointIO
     from attnx.lit.interrupt import SaveOnInterrupt
     from attnx.lit.resume import ExactResume
 
@@ -98,6 +98,7 @@ def _trainer(cfg: DictConfig, signals: Signals | None) -> Any:
         if callback is not None:  # a factory may return None for "none" (stop_at without a threshold)
             callbacks.append(callback)
     callbacks.append(ExactResume())  # a resumed run goes on as the interrupted one would have
+    callbacks.append(LastValidation())  # spares validating the best checkpoint again (run._validate)
     if signals is not None:
         callbacks.append(SaveOnInterrupt(signals, checkpoint_dir(cfg)))
     plugins: list[Any] = [VerifiedCheckpointIO()]

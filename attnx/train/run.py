@@ -178,8 +178,7 @@ def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) 
         record["wall_seconds"] = time.perf_counter() - started
         best = _checkpoint_to_evaluate(trainer)
         evaluate = {"datamodule": data, "ckpt_path": best, "verbose": False, "weights_only": True}
-        for result in trainer.validate(module, **evaluate):
-            metrics.update(result)
+        metrics.update(_validate(trainer, module, evaluate))
         if cfg.test:
             for result in trainer.test(module, **evaluate):
                 metrics.update(result)
@@ -210,6 +209,20 @@ def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) 
             ", ".join(sorted(record["metrics"])),
         )
     return record["metrics"].get(cfg.optimized_metric)
+
+
+def _validate(trainer: Any, module: Any, evaluate: dict[str, Any]) -> dict[str, float]:
+    """The best checkpoint's validation metrics. Fit's last validation measured them already when the
+    best checkpoint was saved right after it (often: the last epoch is the best): then they are taken
+    from it and logged as `trainer.validate` logs them, instead of loading and validating the same
+    weights again (tests/e2e/train/test_final_validation.py checks both ways agree)."""
+    from attnx.lit.checkpoints import known_validation
+
+    known = known_validation(trainer, evaluate["ckpt_path"])
+    if known is None:
+        return {k: v for result in trainer.validate(module, **evaluate) for k, v in result.items()}
+    trainer._logger_connector.log_metrics(dict(known))  # the loggers' row that validate's epoch end writes
+    return {k: v.item() for k, v in known.items()}
 
 
 def _checkpoint_to_evaluate(trainer: Any) -> str | None:
