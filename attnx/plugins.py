@@ -64,18 +64,21 @@ DECLARED: dict[str, tuple[str, Callable[[Any], str]]] = {
 
 def check(name: str | None = None) -> int:
     """PASS/FAIL per score and attention (each attention with every score it accepts), or for those that
-    involve `name`."""
-    from attnx.testing import check_all  # imports torch modules only when checking
+    involve `name`; under each attention an rnn decoder hosts, whether it compiles."""
+    from attnx.testing import check_all, compile_notes  # imports torch modules only when checking
 
     try:
         results = check_all(name)
     except RegistryError as error:
         print(f"attnx plugins check: error: {error}", file=sys.stderr)
         return 2
+    notes = compile_notes(name)
     failed = 0
     for kind, label, message in results:
         failed += message is not None
         print(f"{'FAIL' if message else 'PASS'}  {kind} {label}" + (f": {message}" if message else ""))
+        if kind == "attention" and label in notes:  # what `compile: true` does with it in an rnn decoder
+            print(f"      compile: {notes[label]}")
     print(f"{failed} failed" if failed else "all passed")
     return 1 if failed else 0
 

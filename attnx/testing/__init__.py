@@ -38,6 +38,9 @@ difference):
                    weights                                                                   (causal)
   reference        forward equals the plugin's `Attention.reference`, its plain formula, at lengths
                    1 to 67, alone and padded                                    (a plugin that ships one)
+  compiled         `attend` traced whole by Dynamo (as `compile: true` traces an rnn decoder's step)
+                   gives eager's context, weights and gradients; one that cannot be traced passes, and
+                   `attnx plugins check` says why it runs eager (`compiled.py`)   (cross, no positions)
 
 Each check runs where the mechanism's capability flags say it applies, in every call the flags allow:
 cross-attention for one decoder step (Tq = 1) and for Tq = 3 queries (`cross_attention`);
@@ -53,7 +56,7 @@ initialised at zero blocks both at step 0); precision and reference run in the l
 
 `check_attention(cls, score, checks=("causality",))` runs chosen checks alone; every check function
 returns the names of the checks that applied and passed. `check_all(name)` runs the kit on one plugin
-(`attnx plugins check NAME`). `projection_loss` is the loss the gradient check backpropagates; a
+(`attnx plugins check NAME`), `compile_notes(name)` says whether each of its mechanisms compiles. `projection_loss` is the loss the gradient check backpropagates; a
 plugin's own gradient tests can use it too.
 
 The inputs (the subject, the settings, the calls, the helpers that compare outputs) are in `cases.py`,
@@ -77,11 +80,13 @@ from attnx.nn.scores import Score, ScoreFactory, build_score
 from attnx.registry import RegistryError, load_all, registry
 from attnx.testing.cases import SELF_DIM, SETTINGS, Subject, projection_loss
 from attnx.testing.checks import CHECKS
+from attnx.testing.compiled import compile_note
 
 __all__ = [
     "CHECKS",
     "accepts",
     "check_all",
+    "compile_notes",
     "check_attention",
     "check_attention_shapes",
     "check_score",
@@ -147,6 +152,32 @@ def check_all(name: str | None = None) -> list[tuple[str, str, str | None]]:
     involves it: the score alone and inside every mechanism that accepts it, the mechanism with every
     score it accepts. Returns (kind, name, error message or None); an unknown name raises RegistryError
     listing the names there are."""
+    results = []
+    for kind, label, cls, score in _involving(name):
+        check = check_score if kind == "score" else check_attention
+        results.append((kind, label, _error_of(check, cls, *([score] if score else []))))
+    return results
+
+
+def compile_notes(name: str | None = None) -> dict[str, str]:
+    """For each attention (with each score) `check_all(name)` checks that the rnn decoder's compiled
+    region would host: 'compiles', or 'runs eager under compile: <why>' (`compiled.compile_note`)."""
+    notes = {}
+    for kind, label, cls, score in _involving(name):
+        if kind != "attention":
+            continue
+        try:
+            note = compile_note(_attention(cls, score, {}))
+        except Exception:  # a mechanism that cannot be built or called: check_all's failure says why
+            continue
+        if note is not None:
+            notes[label] = note
+    return notes
+
+
+def _involving(name: str | None) -> list[tuple[str, str, Any, str | None]]:
+    """(kind, label, class, score name or None) of every score and attention-with-score pair the kit
+    checks for `name` (`check_all`)."""
     load_all()
     scores, attentions = registry("score").names(), registry("attention").names()
     named = {}  # kind -> the registered name `name` stands for
@@ -167,20 +198,19 @@ def check_all(name: str | None = None) -> list[tuple[str, str, str | None]]:
         is both a score and an attention (`dot`) involves what either involves."""
         return name is None or named.get("attention") == mechanism or named.get("score") == score
 
-    results = [
-        ("score", s, _error_of(check_score, registry("score").get(s))) for s in scores if involved(None, s)
+    pairs: list[tuple[str, str, Any, str | None]] = [
+        ("score", s, registry("score").get(s), None) for s in scores if involved(None, s)
     ]
     for mechanism in attentions:
         cls: type[Attention] = registry("attention").get(mechanism)
         if cls.default_score is None:
             if involved(mechanism, None):
-                results.append(("attention", mechanism, _error_of(check_attention, cls)))
+                pairs.append(("attention", mechanism, cls, None))
             continue
         for score in scores:
             if accepts(cls, registry("score").get(score)) and involved(mechanism, score):
-                label = f"{mechanism} score={score}"
-                results.append(("attention", label, _error_of(check_attention, cls, score)))
-    return results
+                pairs.append(("attention", f"{mechanism} score={score}", cls, score))
+    return pairs
 
 
 def _attention(

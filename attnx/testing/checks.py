@@ -1,9 +1,10 @@
 """Every check of the kit by name, in the order they run: the contract's (`contract`), what a query may
-see (`order`), and whether what a mechanism returns is what it computes (`fidelity`)."""
+see (`order`), whether what a mechanism returns is what it computes (`fidelity`), and whether it computes
+the same compiled (`compiled`)."""
 
 from __future__ import annotations
 
-from attnx.testing import contract, fidelity, order
+from attnx.testing import compiled, contract, fidelity, order
 from attnx.testing.base import Check
 
 ORDER = (
@@ -25,7 +26,8 @@ ORDER = (
     "precision",
     "cached_decoding",
     "reference",
+    "compiled",
 )
 
-_ALL = {check.name: check for check in (*contract.CHECKS, *order.CHECKS, *fidelity.CHECKS)}
+_ALL = {check.name: check for check in (*contract.CHECKS, *order.CHECKS, *fidelity.CHECKS, *compiled.CHECKS)}
 CHECKS: dict[str, Check] = {name: _ALL[name] for name in ORDER}

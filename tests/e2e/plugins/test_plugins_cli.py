@@ -56,6 +56,7 @@ def test_plugin_on_path_is_listed_and_passes_check(tmp_path: Path) -> None:
     assert "| gaussian " in listing.stdout  # shipped with attnx: found from any folder
     checked = attnx("check", "laplace", cwd=tmp_path, plugin_path=folder)  # one name: what involves it
     assert checked.returncode == 0, checked.stdout
+    assert "PASS  attention dot score=laplace\n      compile: compiles\n" in checked.stdout
     assert (
         "PASS  score laplace" in checked.stdout
         and "PASS  attention multi_head score=laplace" in checked.stdout

@@ -1,0 +1,99 @@
+"""Whether a mechanism compiles: its `attend` traced whole by Dynamo, as the rnn decoder's compiled region
+(attnx.nn.fusion) traces it, and then equal to eager in values and gradients.
+
+Tracing is what a plugin decides (a branch on a tensor's value, a call Dynamo cannot follow, a NumPy
+detour are graph breaks); generating code from the traced graph is Inductor's job, not the plugin's.
+So the kit traces with AOTAutograd's eager backend: the forward and backward graphs Inductor would get,
+run by torch's own kernels, in a fraction of a second rather than the many seconds of code generation. A
+mechanism that cannot be traced is not at fault (training runs it eager, and says why); one that traces
+to a graph computing something else than its eager code is, and fails `compiled`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from attnx.nn.attention import Attention
+from attnx.nn.fusion import reason
+from attnx.testing.base import CACHE_ATOL, Check, cross, registrar, require
+from attnx.testing.cases import SETTINGS, Case, Setting, Subject, projection_loss, with_grad
+
+CHECKS: list[Check] = []
+check = registrar(CHECKS)
+
+
+def _decoder_call(subject: Subject) -> bool:
+    """Cross-attention without positions: the call the rnn decoder's compiled region makes."""
+    return cross(subject) and not subject.uses_positions
+
+
+def traced(att: Attention, case: Case, need_weights: bool) -> tuple[Any, str | None]:
+    """(context and weights of `att.attend` over the case's prepared keys, traced whole, with gradients
+    flowing to the case's inputs and `att`'s parameters; None and why, when it cannot be traced)."""
+    from torch._dynamo.exc import TorchDynamoException
+
+    torch._dynamo.reset()  # a fresh trace for each mechanism: its guards would pile up to the recompile limit
+    attend = torch.compile(att.attend, backend="aot_eager", fullgraph=True)
+    prepared = att.prepare(case.keys, case.values, case.mask)
+    try:
+        return attend(case.query, prepared, need_weights), None
+    except TorchDynamoException as error:
+        return None, reason(error)
+
+
+def compile_note(subject: Subject) -> str | None:
+    """'compiles', or 'runs eager under compile: <why>', for a mechanism the rnn decoder would compile;
+    None for one it never hosts (self-attention only, or with a score that needs positions)."""
+    if not _decoder_call(subject):
+        return None
+    setting = next(s for s in SETTINGS if s.train)
+    att, case = subject.case(setting, lambda case: not case.self_attention and not case.many_queries)
+    _, why = traced(att, case, need_weights=False)
+    return "compiles" if why is None else f"runs eager under compile: {why}"
+
+
+@check("compiled", applies=_decoder_call, settings=lambda setting: setting.train)
+def _compiled(subject: Subject, setting: Setting) -> None:
+    """Traced whole, `attend` gives eager's context and weights, and the same gradients with respect to
+    the query, keys, values and every parameter, for one decoder step (Tq = 1) and for Tq = 3 queries,
+    in training mode. A mechanism that cannot be traced passes: training runs it eager."""
+    for att, case in subject.cases(setting):
+        if case.self_attention:  # the decoder's call: cross-attention, without positions
+            continue
+        for need_weights in (False, True):
+            runs = []
+            for compiled in (False, True):
+                att.zero_grad(set_to_none=True)
+                leaf, inputs = with_grad(case)
+                if compiled:
+                    out, why = traced(att, leaf, need_weights)
+                    if why is not None:
+                        return
+                else:
+                    out = att.attend(leaf.query, att.prepare(leaf.keys, leaf.values, leaf.mask), need_weights)
+                context, weights = out
+                projection_loss(*(x for x in (context, weights) if x is not None), seed=4).backward()
+                grads = {**{n: x.grad for n, x in inputs.items()}, **dict(_parameter_grads(att))}
+                runs.append((context, weights, grads))
+            (eager_ctx, eager_w, eager_grads), (ctx, w, grads) = runs
+            gap = max(
+                (a - b).abs().max().item()
+                for a, b in [(eager_ctx, ctx), *([(eager_w, w)] if w is not None else [])]
+            )
+            require(
+                gap < CACHE_ATOL and (w is None) == (eager_w is None),
+                f"({case.where(need_weights)}): traced, attend returns another output than eager "
+                f"(max diff {gap:.3g})",
+            )
+            for name, grad in eager_grads.items():
+                other = grads[name]
+                same = (grad is None and other is None) or (
+                    grad is not None and other is not None and (grad - other).abs().max().item() < CACHE_ATOL
+                )
+                require(same, f"({case.where(need_weights)}): traced, the gradient w.r.t. {name} differs")
+
+
+def _parameter_grads(att: Attention) -> list[tuple[str, torch.Tensor | None]]:
+    return [(f"parameter '{name}'", p.grad) for name, p in att.named_parameters()]
