@@ -56,8 +56,9 @@ initialised at zero blocks both at step 0); precision and reference run in the l
 
 `check_attention(cls, score, checks=("causality",))` runs chosen checks alone; every check function
 returns the names of the checks that applied and passed. `check_all(name)` runs the kit on one plugin
-(`attnx plugins check NAME`), `compile_notes(name)` says whether each of its mechanisms compiles. `projection_loss` is the loss the gradient check backpropagates; a
-plugin's own gradient tests can use it too.
+(`attnx plugins check NAME`), `compile_notes(name)` says whether each of its mechanisms compiles.
+`projection_loss` is the loss the gradient check backpropagates; a plugin's own gradient tests can use
+it too.
 
 The inputs (the subject, the settings, the calls, the helpers that compare outputs) are in `cases.py`,
 what a check is in `base.py`, the checks in `contract.py` (the 2015 contract), `order.py` (what a query
