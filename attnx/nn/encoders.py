@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from typing import ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from attnx import registry
 from attnx.nn.attention import Mechanism
+from attnx.nn.cells import cell_update
+from attnx.nn.fusion import Fusable, is_compiled
 from attnx.nn.positions import AbsolutePositions, Positions
 from attnx.nn.transformer import SelfAttentionBlock
 from attnx.registry import Slot, register_encoder
@@ -55,7 +58,7 @@ def choice(name: str, value: str, allowed: tuple[str, ...]) -> str:
 
 
 @register_encoder("rnn")
-class RNNEncoder(Encoder):
+class RNNEncoder(Encoder, Fusable):
     """Recurrent encoder over padded sequences of any lengths (Sutskever et al. 2014; Bahdanau et al. 2015).
 
     states h_j = [→h_j; ←h_j] (zero at padding), summary = the last layer's final hidden state of
@@ -67,7 +70,11 @@ class RNNEncoder(Encoder):
     own weights, over the padded batch. Packed sequences would skip the padding, but torch's packed
     kernel slices its input gates step by step, and the backward of each slice zero-fills a copy of all
     of them: O(T²) memory traffic, a quarter of the default seq2seq training step (benchmarks/README.md §9).
+    Compiled (`compile: true`, in training), each runs `_recurrence`, the same cell written out step by
+    step, which Dynamo can trace where it refuses torch's RNN modules (attnx.nn.fusion).
     """
+
+    fusable = ("_recurrence",)
 
     def __init__(
         self,
@@ -92,6 +99,8 @@ class RNNEncoder(Encoder):
         )
         self.directions = 2 if bidirectional else 1
         self.output_dim = hidden_dim * self.directions
+        self.cell = cell
+        self._widest = 0  # the longest input the compiled `_recurrence` has run
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> EncoderOutput:
         x = self.dropout(self.embed(tokens))
@@ -117,11 +126,37 @@ class RNNEncoder(Encoder):
         weights = [
             getattr(self.rnn, f"{name}{suffix}") for name in ("weight_ih", "weight_hh", "bias_ih", "bias_hh")
         ]
+        if self.training and is_compiled(self._recurrence):
+            return self._compiled(x, *weights)
         h0 = x.new_zeros(1, x.size(0), self.rnn.hidden_size)
         if isinstance(self.rnn, nn.LSTM):
             return torch._VF.lstm(x, (h0, h0), weights, True, 1, 0.0, self.training, False, True)[0]
         kernel = torch._VF.gru if isinstance(self.rnn, nn.GRU) else torch._VF.rnn_tanh
         return kernel(x, h0, weights, True, 1, 0.0, self.training, False, True)[0]
+
+    def _compiled(
+        self, x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor
+    ) -> torch.Tensor:
+        """`_run` through the compiled `_recurrence`, on input gates W_ih x_t + b_ih for every step at
+        once. Its loop unrolls over the length, so a shorter batch is padded to the longest seen so far:
+        the steps after a sequence's end are never read (each direction runs over its sequences
+        left-aligned), and a run compiles one graph per new longest batch."""
+        width = x.size(1)
+        self._widest = max(self._widest, width)
+        gates = F.pad(F.linear(x, w_ih, b_ih), (0, 0, 0, self._widest - width))
+        return self._recurrence(gates, w_hh, b_hh)[:, :width]
+
+    def _recurrence(self, input_gates: torch.Tensor, w_hh: torch.Tensor, b_hh: torch.Tensor) -> torch.Tensor:
+        """The cell over input gates [B, T, gates·H] from a zero state: outputs h_t [B, T, H]."""
+        h = input_gates.new_zeros(input_gates.size(0), w_hh.size(1))
+        state: Any = (h, h) if self.cell == "lstm" else h
+        outputs = []
+        for gates in input_gates.unbind(1):
+            state = cell_update(
+                self.cell, gates, F.linear(state[0] if self.cell == "lstm" else state, w_hh, b_hh), state
+            )
+            outputs.append(state[0] if self.cell == "lstm" else state)
+        return torch.stack(outputs, 1)
 
 
 def reversal(lengths: torch.Tensor, width: int) -> torch.Tensor:

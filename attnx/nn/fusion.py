@@ -26,6 +26,7 @@ from torch import nn
 
 log = logging.getLogger("attnx")
 
+
 class Region:
     """`fn` compiled whole on its first call, eager for good once it cannot be; `graphs` counts the
     graphs its calls compiled (one per new input shape Dynamo cannot cover with the ones it has)."""
@@ -83,6 +84,9 @@ def compile_regions(model: nn.Module) -> dict[str, Region]:
     torch._inductor.config.fallback_random = True  # the same dropout masks as eager
     # past its recompile limit Dynamo would fall back to eager silently; a Region says so instead
     torch._dynamo.config.fail_on_recompile_limit_hit = True
+    # a new model: the guards of an earlier run's (a launcher's worker trains one after another) would
+    # pile up to the recompile limit; its graphs stay in Inductor's on-disk cache
+    torch._dynamo.reset()
     reset_stats()
     regions: dict[str, Region] = {}
     for module in model.modules():

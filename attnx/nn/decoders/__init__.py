@@ -8,7 +8,7 @@ Importing this package registers both built-ins (the registry imports it for the
 """
 
 from attnx.nn.decoders.base import Decoder, State
-from attnx.nn.decoders.rnn import DecoderState, RNNDecoder, cell_update, first_rows
+from attnx.nn.decoders.rnn import DecoderState, RNNDecoder, first_rows
 from attnx.nn.decoders.transformer import TransformerDecoder, TransformerState
 
 __all__ = [
@@ -18,6 +18,5 @@ __all__ = [
     "State",
     "TransformerDecoder",
     "TransformerState",
-    "cell_update",
     "first_rows",
 ]

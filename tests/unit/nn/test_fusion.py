@@ -1,6 +1,6 @@
 """Compiled regions (attnx.nn.fusion): the rnn decoder's compiled recurrence trains as the eager one
-does, step for step; a region that cannot compile runs eager and says so once; `compile` decides when
-a run compiles, and only the rnn decoder has a region."""
+does, step for step, and the rnn encoder's equals torch's kernel; a region that cannot compile runs
+eager and says so once; `compile` decides when a run compiles, and only rnn parts have regions."""
 
 from __future__ import annotations
 
@@ -17,14 +17,16 @@ from attnx.config.validation import validate
 from attnx.lit.module import AUTO_MIN_STEPS, compiles
 from attnx.nn.attention import BahdanauAttention, Mechanism
 from attnx.nn.decoders import RNNDecoder
-from attnx.nn.encoders import EncoderOutput
+from attnx.nn.encoders import EncoderOutput, RNNEncoder
 from attnx.nn.fusion import compile_regions, is_compiled, regions_of
+from attnx.testing import projection_loss
 from attnx.train.assemble import assemble
 from attnx.vocab import BOS, EOS, PAD
 
 from helpers.tiny import TINY_LM, TINY_MODEL, TINY_RNN, TINY_SELF_ATTN, TINY_TRANSFORMER
 
 REGION = "RNNDecoder._recurrence"
+ENCODER = "RNNEncoder._recurrence"
 VOCAB = 11
 
 
@@ -84,6 +86,27 @@ def test_compiled_recurrence_trains_as_the_eager_one(name: str, hp: dict[str, An
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
+@pytest.mark.parametrize("cell", ["gru", "lstm"])
+def test_compiled_encoder_equals_the_rnn_kernel_with_gradients(cell: str) -> None:
+    """Both directions of 2 layers over padded sequences: states, summary and every gradient as torch's
+    kernel gives them; a shorter batch is padded into the longer one's graph."""
+    torch.manual_seed(2)
+    eager = RNNEncoder(VOCAB, embed_dim=6, hidden_dim=8, cell=cell, num_layers=2).train()
+    compiled = copy.deepcopy(eager)
+    assert set(compile_regions(compiled)) == {ENCODER}
+    for width, lengths in ((7, [7, 2, 5]), (4, [3, 4, 1])):
+        tokens = torch.randint(4, VOCAB, (3, width)) * (torch.arange(width) < torch.tensor(lengths)[:, None])
+        outputs = []
+        for encoder in (eager, compiled):
+            encoder.zero_grad()
+            out = encoder(tokens, torch.tensor(lengths))
+            projection_loss(out.states, out.summary).backward()
+            outputs.append([out.states, out.summary, *(p.grad for p in encoder.parameters())])
+        for a, b in zip(*outputs):
+            torch.testing.assert_close(b, a, rtol=1e-5, atol=1e-6)
+    assert regions_of(compiled)[ENCODER].graphs == 1
+
+
 class BranchingAttention(BahdanauAttention):
     """Bahdanau's attention with a branch on a value: correct, but Dynamo cannot trace it whole."""
 
@@ -127,10 +150,10 @@ def test_compile_takes_true_false_or_auto(value: str) -> None:
 
 
 KINDS = {
-    "seq2seq rnn": (["task=reverse", *TINY_MODEL], {REGION}),
-    "seq2seq transformer": (["task=reverse", *TINY_TRANSFORMER], set()),
+    "seq2seq rnn": (["task=reverse", *TINY_MODEL], {ENCODER, REGION}),
+    "seq2seq transformer": (["task=reverse", *TINY_SELF_ATTN, *TINY_TRANSFORMER], set()),
     "classification": (["task=sentiment", *TINY_SELF_ATTN], set()),
-    "classification rnn": (["task=sentiment", *TINY_RNN], set()),
+    "classification rnn": (["task=sentiment", *TINY_RNN], {ENCODER}),
     "lm": (TINY_LM, set()),
 }
 
@@ -138,8 +161,8 @@ KINDS = {
 @pytest.mark.parametrize("kind", KINDS)
 def test_fit_compiles_the_regions_a_model_has(kind: str) -> None:
     """`setup("fit")` wraps the fusable methods (compiled at their first call); other stages never do,
-    and checkpoints keep their keys. Only the rnn decoder has a region today: every other kind runs
-    eager under `compile: true` (README)."""
+    and checkpoints keep their keys. Only the rnn encoder and decoder have regions today: every other
+    part runs eager under `compile: true` (README)."""
     overrides, regions = KINDS[kind]
     registry.load_all()
     _, module, _ = assemble(compose([*overrides, "compile=true", "paths.output_dir=unused"]))
