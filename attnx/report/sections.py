@@ -9,6 +9,7 @@ ranking.
 from __future__ import annotations
 
 import os
+import statistics
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -226,7 +227,16 @@ def cost_section(study: Study, grouped: Cells, out: Path) -> Section:
     one Pareto plot per cell."""
     metric = study.metrics[0]
     infer = f"infer ms @ N={study.bench_n}" if study.bench_n else None
-    header = ["cell", grouped.key, metric, "params", "train s", *([infer] if infer else [])]
+    compiled = any(compiling(row) for by_value in grouped.rows.values() for row in by_value.values())
+    header = [
+        "cell",
+        grouped.key,
+        metric,
+        "params",
+        "train s",
+        *(["of which compiling"] if compiled else []),
+        *([infer] if infer else []),
+    ]
     body, images = [], []
     for cell, by_value in grouped.rows.items():
         points = []
@@ -244,6 +254,7 @@ def cost_section(study: Study, grouped: Cells, out: Path) -> Section:
                     "–" if quality is None else f"{quality:.3f}",
                     _cost(costs["params"], "params"),
                     _cost(costs["train_seconds"], "train_seconds"),
+                    *([compiling(row)] if compiled else []),
                     *([_ms(costs["infer_ms"])] if infer else []),
                 ]
             )
@@ -332,6 +343,18 @@ def _p(p: float | None) -> str:
 
 def _ms(v: float | None) -> str:
     return "–" if v is None else f"{v:.2f}"
+
+
+def compiling(row: Row) -> str:
+    """A configuration's mean compile seconds per run that compiled regions (results.json's `compile`),
+    and how many of its runs generated code (Inductor cache misses) rather than finding it cached: the
+    runs that paid for the others. Empty when none compiled."""
+    found = [run["compile"] for run in row.runs if isinstance(run.get("compile"), dict)]
+    if not found:
+        return ""
+    seconds = statistics.fmean(float(c.get("seconds", 0.0)) for c in found)
+    paid = sum(bool(c.get("cache_misses")) for c in found)
+    return f"{seconds:.1f} ({paid} of {len(found)} compiled afresh)"
 
 
 def _cost(v: float | None, key: str) -> str:
