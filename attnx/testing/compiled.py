@@ -60,7 +60,7 @@ def _compiled(subject: Subject, setting: Setting) -> None:
     the query, keys, values and every parameter, for one decoder step (Tq = 1) and for Tq = 3 queries,
     in training mode. A mechanism that cannot be traced passes: training runs it eager."""
     for att, case in subject.cases(setting):
-        if case.self_attention:  # the decoder's call: cross-attention, without positions
+        if case.self_attention or not _serves_without_positions(att, case):
             continue
         for need_weights in (False, True):
             runs = []
@@ -93,6 +93,16 @@ def _compiled(subject: Subject, setting: Setting) -> None:
                     grad is not None and other is not None and (grad - other).abs().max().item() < CACHE_ATOL
                 )
                 require(same, f"({case.where(need_weights)}): traced, the gradient w.r.t. {name} differs")
+
+
+def _serves_without_positions(att: Attention, case: Case) -> bool:
+    """Whether `att` attends without positions, as an rnn decoder calls it: one that takes positions may
+    need them, and then never serves an rnn decoder, compiled or not."""
+    try:
+        att.attend(case.query, att.prepare(case.keys, case.values, case.mask), False)
+    except Exception:
+        return not att.takes_positions
+    return True
 
 
 def _parameter_grads(att: Attention) -> list[tuple[str, torch.Tensor | None]]:

@@ -353,7 +353,8 @@ def test_checks_apply_by_the_capability_flags() -> None:
 
 
 def test_a_position_score_is_checked_only_where_positions_reach_it() -> None:
-    assert check_score(DistanceBias) == [c for c in APPLICABLE if c != "permutation"]
+    # compiled checks an rnn decoder's call, which gives no positions: not a position score's
+    assert check_score(DistanceBias) == [c for c in APPLICABLE if c not in ("permutation", "compiled")]
     for mechanism in (Sound, MultiHeadAttention):
         check_attention(mechanism, DistanceBias)
     assert check_attention(Broken, DistanceBias) == []  # takes no positions: not a legal combination
@@ -375,7 +376,7 @@ def test_a_score_that_ignores_its_positions_fails_queries_and_cached_decoding_al
             check()
         with pytest.raises(AssertionError, match=r"^cached_decoding: .*step t=1; .*the cached step differs"):
             check(checks=("cached_decoding",))
-        others = [c for c in APPLICABLE if c not in ("queries", "cached_decoding", "permutation")]
+        others = [c for c in APPLICABLE if c not in ("queries", "cached_decoding", "permutation", "compiled")]
         assert check(checks=others) == others
 
 
