@@ -100,7 +100,6 @@ class RNNEncoder(Encoder, Fusable):
         self.directions = 2 if bidirectional else 1
         self.output_dim = hidden_dim * self.directions
         self.cell = cell
-        self._widest = 0  # the longest input the compiled `_recurrence` has run
 
     def forward(self, tokens: torch.Tensor, lengths: torch.Tensor) -> EncoderOutput:
         x = self.dropout(self.embed(tokens))
@@ -138,13 +137,10 @@ class RNNEncoder(Encoder, Fusable):
         self, x: torch.Tensor, w_ih: torch.Tensor, w_hh: torch.Tensor, b_ih: torch.Tensor, b_hh: torch.Tensor
     ) -> torch.Tensor:
         """`_run` through the compiled `_recurrence`, on input gates W_ih x_t + b_ih for every step at
-        once. Its loop unrolls over the length, so a shorter batch is padded to the longest seen so far:
-        the steps after a sequence's end are never read (each direction runs over its sequences
-        left-aligned), and a run compiles one graph per new longest batch."""
-        width = x.size(1)
-        self._widest = max(self._widest, width)
-        gates = F.pad(F.linear(x, w_ih, b_ih), (0, 0, 0, self._widest - width))
-        return self._recurrence(gates, w_hh, b_hh)[:, :width]
+        once, padded to `widest` (`Fusable`): the steps after a sequence's end are never read (each
+        direction runs over its sequences left-aligned)."""
+        gates = self.pad_to_widest(F.linear(x, w_ih, b_ih))
+        return self._recurrence(gates, w_hh, b_hh)[:, : x.size(1)]
 
     def _recurrence(self, input_gates: torch.Tensor, w_hh: torch.Tensor, b_hh: torch.Tensor) -> torch.Tensor:
         """The cell over input gates [B, T, gates·H] from a zero state: outputs h_t [B, T, H]."""

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 log = logging.getLogger("attnx")
@@ -70,9 +71,19 @@ def reason(error: BaseException) -> str:
 
 
 class Fusable:
-    """Mixin of a module with methods worth compiling: `fusable` names them."""
+    """Mixin of a module with methods worth compiling: `fusable` names them. A region's loop unrolls
+    over its input's length, so the module pads a shorter input to `widest`, the longest its regions
+    have run (`pad_to_widest`): one graph per new longest input, not per length. The padded steps come
+    after every real one and add exact zeros to every sum, so how far a batch is padded changes no bit
+    of a result, and a resumed run, which starts from `widest` 0, equals an uninterrupted one."""
 
     fusable: ClassVar[tuple[str, ...]] = ()
+    widest: int = 0
+
+    def pad_to_widest(self, x: torch.Tensor) -> torch.Tensor:
+        """x [B, T, ...] padded with zeros along T to `widest` (which T may raise)."""
+        self.widest = max(self.widest, x.size(1))
+        return F.pad(x, (0, 0) * (x.dim() - 2) + (0, self.widest - x.size(1)))
 
 
 def compile_regions(model: nn.Module) -> dict[str, Region]:

@@ -112,7 +112,6 @@ class RNNDecoder(Decoder, Fusable):
         self.rnn = rnn_class(cell)(
             embed_dim + extra_input, hidden_dim, num_layers, batch_first=True, dropout=self.layer_dropout
         )
-        self._widest = 0  # the widest target `_compiled` has run
         self.combine = (
             nn.Linear(hidden_dim + context_dim, hidden_dim, bias=False) if self.placement != "none" else None
         )
@@ -249,15 +248,13 @@ class RNNDecoder(Decoder, Fusable):
         return logits.view(batch, width, -1), torch.cat(attention, dim=-2).index_select(0, order.argsort())
 
     def _compiled(self, enc: EncoderOutput, tgt_in: torch.Tensor) -> tuple[torch.Tensor, None]:
-        """The teacher-forced pass with the compiled `_recurrence`. Its loop unrolls over the target's
-        width, so a narrower batch is padded to the widest seen so far: a run compiles one graph per
-        new widest batch (one or two), and padding steps come after every real one, which a recurrence
-        never reads. Batch size and source length vary freely (Dynamo's dynamic shapes)."""
+        """The teacher-forced pass with the compiled `_recurrence`, on a target padded to `widest`
+        (`Fusable`): padding steps come after every real one, which a recurrence never reads. Batch
+        size and source length vary freely (Dynamo's dynamic shapes)."""
         width = tgt_in.size(1)
-        self._widest = max(self._widest, width)
         state = self.init_state(enc)
         weights = self._weights()
-        input_gates = F.pad(self._input_gates(tgt_in, weights), (0, 0, 0, self._widest - width))
+        input_gates = self.pad_to_widest(self._input_gates(tgt_in, weights))
         o = self._recurrence(input_gates, self._layer_states(state.hidden), state.feed, state.memory, weights)
         logits = self.out(self.dropout(o[:, :width]))
         ended = (tgt_in == PAD) | (tgt_in == EOS)  # as the eager pass: 0 where the target has ended

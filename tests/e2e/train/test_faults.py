@@ -233,6 +233,25 @@ def test_a_run_stopped_anywhere_resumes_to_an_uninterrupted_runs_metrics_and_val
     assert Path(f"{run}.validations").read_text() == history  # each epoch validated once, none skipped
 
 
+def test_a_compiled_run_stopped_mid_epoch_resumes_to_an_uninterrupted_compiled_runs_metrics(
+    tmp_path: Path,
+) -> None:
+    """With `compile=true` (the rnn encoder's and decoder's regions, dropout on), as eager: a resumed run
+    pads its batches as the uninterrupted one did (the checkpoint keeps how wide), so its sums run in
+    the same order, and it ends with the same metrics and validations to the last digit."""
+    compiled = [*SMALL, "compile=true"]
+    whole = tmp_path / "whole"
+    expected = completed(whole, *compiled, *validations(whole))
+    assert set(expected["compile"]["regions"]) == {"RNNEncoder._recurrence", "RNNDecoder._recurrence"}
+    run = tmp_path / "run"
+    assert train(run, *compiled, *signal_at(epoch=1, batch=2), *validations(run)) == 128 + signal.SIGTERM
+    stopped = record(run)
+    done = completed(run, *compiled, *validations(run), "resume=auto")
+    assert done["resumed_from"] == stopped["checkpoint"] and done["steps"] == 3 * 6
+    assert done["metrics"] == expected["metrics"]
+    assert Path(f"{run}.validations").read_text() == Path(f"{whole}.validations").read_text()
+
+
 def test_a_requeue_signal_is_handed_to_the_handler_before_once_the_run_has_saved_and_recorded(
     tmp_path: Path,
 ) -> None:

@@ -86,6 +86,25 @@ def test_compiled_recurrence_trains_as_the_eager_one(name: str, hp: dict[str, An
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-6)
 
 
+def test_padding_to_the_widest_changes_no_bit() -> None:
+    """A batch padded further (a resumed run starts from widest 0, the uninterrupted one had grown it)
+    gets the same logits and gradients to the last bit: padded steps come last and add exact zeros."""
+    torch.manual_seed(1)
+    near = decoder("additive", {}, "gru")
+    far = copy.deepcopy(near)
+    compile_regions(near)
+    compile_regions(far)
+    far.widest = 12
+    enc, tgt_in = batch([2, 6, 4], 7)
+    results = []
+    for dec in (near, far):
+        logits, _ = dec(enc, tgt_in, need_weights=False)
+        projection_loss(logits).backward()
+        results.append([logits, *(p.grad for p in dec.parameters())])
+    assert (near.widest, far.widest) == (7, 12)
+    assert all(torch.equal(a, b) for a, b in zip(*results))
+
+
 @pytest.mark.parametrize("cell", ["gru", "lstm"])
 def test_compiled_encoder_equals_the_rnn_kernel_with_gradients(cell: str) -> None:
     """Both directions of 2 layers over padded sequences: states, summary and every gradient as torch's
