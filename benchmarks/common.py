@@ -92,10 +92,10 @@ class PlainLoop:
     def step(self, batch: Batch) -> float:
         batch = Batch(*(None if t is None else t.to(self.device, non_blocking=True) for t in batch))
         logits, _ = self.module(batch)
-        if self.model_type == "seq2seq":
-            loss = self.module.loss(logits, batch)
-        else:
+        if self.model_type == "classification":
             loss = F.cross_entropy(logits, batch.label)
+        else:
+            loss = self.module.loss(logits, batch)
         self.optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(self.module.parameters(), self.clip)
