@@ -20,7 +20,7 @@ from attnx.models.spec import ModelSpec
 from attnx.nn.fusion import compile_regions, regions_of, stats
 
 # `compile: auto` compiles a run of at least this many training steps. The rnn regions save 3-8 ms a
-# step at the quick suite's sizes (1.1-1.3x) against 1-5 s of compiling from a warm cache and 20-290 s
+# step at the quick suite's sizes (1.1-1.3x) against 4-7 s of compiling from a warm cache and 20-290 s
 # from a cold one (benchmarks/README.md, "Compiled regions"): at 5000 steps a run repays a warm compile
 # several times over, and the first run of a sweep's configuration, which compiles cold for the rest,
 # is repaid within the sweep. Shorter runs, the quick suite's included, stay eager.
