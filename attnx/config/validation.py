@@ -10,10 +10,12 @@ import dataclasses
 import difflib
 import inspect
 import operator
+import tempfile
 import types
 import typing
 from collections.abc import Callable, Iterable, Mapping
 from fnmatch import fnmatch
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -92,6 +94,24 @@ def check_betas(cfg: DictConfig) -> None:
         )
 
 
+def unwritable(folder: Path) -> str | None:
+    """Why `folder` cannot be made and written into, or None; makes it, as its first writer would."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
+
+
+def check_creatable(key: str, folder: Path) -> None:
+    """Fail before training, not when the first compile would, on a folder that cannot be made."""
+    why = unwritable(folder)
+    if why is not None:
+        raise ConfigError(f"{key}={folder}: cannot create or write the folder ({why})")
+
+
 def validate(cfg: DictConfig, here: bool = True) -> Sites:
     """Semantic checks Hydra's types cannot express; each error names the keys involved. Not `here`:
     the run will run on another machine (a SLURM sweep's job, checked before it is submitted), whose
@@ -108,6 +128,8 @@ def validate(cfg: DictConfig, here: bool = True) -> Sites:
         raise ConfigError(f"resume must be null or auto, got {cfg.resume!r}")
     if not isinstance(cfg.compile, bool) and cfg.compile != "auto":
         raise ConfigError(f"compile must be true, false or auto, got {cfg.compile!r}")
+    if cfg.compile_cache:
+        check_creatable("compile_cache", Path(cfg.compile_cache))
     check_trainer(cfg.trainer, here)
     check_callbacks(cfg)
     sites = check_sites(cfg)

@@ -20,6 +20,8 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
+from attnx.config.validation import unwritable
+
 VARIABLE = "TORCHINDUCTOR_CACHE_DIR"  # read by Inductor whenever it looks for its cache
 
 
@@ -35,7 +37,9 @@ def cache_folder(config: DictConfig) -> Path | None:
 class CompileCache(Callback):
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
         folder = cache_folder(config)
-        if folder is None or os.environ.get(VARIABLE) == str(folder.resolve()):
+        # an unusable folder would fail torch's import (torch._dynamo makes the cache folder then):
+        # left to config validation, which names the key
+        if folder is None or unwritable(folder) or os.environ.get(VARIABLE) == str(folder.resolve()):
             return
         os.environ[VARIABLE] = str(folder.resolve())
         if "torch._inductor.utils" in sys.modules:  # a worker's earlier job looked elsewhere

@@ -191,6 +191,11 @@ CASES = [
     ("train decode.beam_size=0", "decode.beam_size must be >= 1, got 0", None),
     ("train decode.max_len_ratio=0", "decode.max_len_ratio must be > 0, got 0", None),
     ("train decode.length_penalty=abc", "decode.length_penalty=abc; Value 'abc'", None),
+    ("train compile=maybe", "compile must be true, false or auto, got 'maybe'", None),
+    ("train -m compile=true,1", "compile must be true, false or auto, got 1", None),
+    # a folder inside a file: the cache folder cannot be made, whoever runs it (root included)
+    ("train compile_cache={text}/cache", "compile_cache={text}/cache: cannot create or write", None),
+    ("train -m seed=0,1 compile_cache={text}/cache", "compile_cache={text}/cache: cannot create", None),
     # train: plugins that fail to import, or fail the kit's shape check with the configured hyperparameters
     ("train", "broken.py failed to import: ModuleNotFoundError: No module named 'nonexistent_mod'", "broken"),
     (
