@@ -38,9 +38,9 @@ difference):
                    weights                                                                   (causal)
   reference        forward equals the plugin's `Attention.reference`, its plain formula, at lengths
                    1 to 67, alone and padded                                    (a plugin that ships one)
-  compiled         `attend` traced whole by Dynamo (as `compile: true` traces an rnn decoder's step)
-                   gives eager's context, weights and gradients; one that cannot be traced passes, and
-                   `attnx plugins check` says why it runs eager (`compiled.py`)   (cross, no positions)
+  compiled         `attend` traced whole by Dynamo in an rnn decoder's compiled call (Tq = 1, no
+                   weights, training mode) gives eager's context and gradients; one that cannot be
+                   traced passes, and `attnx plugins check` says why it runs eager  (cross, no positions)
 
 Each check runs where the mechanism's capability flags say it applies, in every call the flags allow:
 cross-attention for one decoder step (Tq = 1) and for Tq = 3 queries (`cross_attention`);

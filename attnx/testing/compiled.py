@@ -11,8 +11,6 @@ to a graph computing something else than its eager code is, and fails `compiled`
 
 from __future__ import annotations
 
-from typing import Any
-
 import torch
 
 from attnx.nn.attention import Attention
@@ -29,16 +27,16 @@ def _decoder_call(subject: Subject) -> bool:
     return cross(subject) and not subject.uses_positions
 
 
-def traced(att: Attention, case: Case, need_weights: bool) -> tuple[Any, str | None]:
-    """(context and weights of `att.attend` over the case's prepared keys, traced whole, with gradients
-    flowing to the case's inputs and `att`'s parameters; None and why, when it cannot be traced)."""
+def traced(att: Attention, case: Case) -> tuple[torch.Tensor | None, str | None]:
+    """(the context of `att.attend(query, prepared, need_weights=False)`, traced whole, with gradients
+    flowing to the case's inputs and `att`'s parameters, and None; or None and why it cannot be traced)."""
     from torch._dynamo.exc import TorchDynamoException
 
     torch._dynamo.reset()  # a fresh trace for each mechanism: its guards would pile up to the recompile limit
     attend = torch.compile(att.attend, backend="aot_eager", fullgraph=True)
     prepared = att.prepare(case.keys, case.values, case.mask)
     try:
-        return attend(case.query, prepared, need_weights), None
+        return attend(case.query, prepared, False)[0], None
     except TorchDynamoException as error:
         return None, reason(error)
 
@@ -49,50 +47,49 @@ def compile_note(subject: Subject) -> str | None:
     if not _decoder_call(subject):
         return None
     setting = next(s for s in SETTINGS if s.train)
-    att, case = subject.case(setting, lambda case: not case.self_attention and not case.many_queries)
-    _, why = traced(att, case, need_weights=False)
+    att, case = subject.case(setting, _decoder_step)
+    _, why = traced(att, case)
     return "compiles" if why is None else f"runs eager under compile: {why}"
 
 
 @check("compiled", applies=_decoder_call, settings=lambda setting: setting.train)
 def _compiled(subject: Subject, setting: Setting) -> None:
-    """Traced whole, `attend` gives eager's context and weights, and the same gradients with respect to
-    the query, keys, values and every parameter, for one decoder step (Tq = 1) and for Tq = 3 queries,
-    in training mode. A mechanism that cannot be traced passes: training runs it eager."""
-    for att, case in subject.cases(setting):
-        if case.self_attention or not _serves_without_positions(att, case):
-            continue
-        for need_weights in (False, True):
-            runs = []
-            for compiled in (False, True):
-                att.zero_grad(set_to_none=True)
-                leaf, inputs = with_grad(case)
-                if compiled:
-                    out, why = traced(att, leaf, need_weights)
-                    if why is not None:
-                        return
-                else:
-                    out = att.attend(leaf.query, att.prepare(leaf.keys, leaf.values, leaf.mask), need_weights)
-                context, weights = out
-                projection_loss(*(x for x in (context, weights) if x is not None), seed=4).backward()
-                grads = {**{n: x.grad for n, x in inputs.items()}, **dict(_parameter_grads(att))}
-                runs.append((context, weights, grads))
-            (eager_ctx, eager_w, eager_grads), (ctx, w, grads) = runs
-            gap = max(
-                (a - b).abs().max().item()
-                for a, b in [(eager_ctx, ctx), *([(eager_w, w)] if w is not None else [])]
-            )
-            require(
-                gap < CACHE_ATOL and (w is None) == (eager_w is None),
-                f"({case.where(need_weights)}): traced, attend returns another output than eager "
-                f"(max diff {gap:.3g})",
-            )
-            for name, grad in eager_grads.items():
-                other = grads[name]
-                same = (grad is None and other is None) or (
-                    grad is not None and other is not None and (grad - other).abs().max().item() < CACHE_ATOL
-                )
-                require(same, f"({case.where(need_weights)}): traced, the gradient w.r.t. {name} differs")
+    """Traced whole, `attend` gives eager's context, and the same gradients with respect to the query,
+    keys, values and every parameter, in the call an rnn decoder's compiled step makes: one query
+    (Tq = 1), no weights, training mode. A mechanism that cannot be traced passes: training runs it eager."""
+    att, case = subject.case(setting, _decoder_step)
+    if not _serves_without_positions(att, case):
+        return
+    runs: list[tuple[torch.Tensor, dict[str, torch.Tensor | None]]] = []
+    for compiled in (False, True):
+        att.zero_grad(set_to_none=True)
+        leaf, inputs = with_grad(case)
+        if compiled:
+            found, _ = traced(att, leaf)  # why it cannot: compile_note says
+            if found is None:
+                return
+            context = found
+        else:
+            context, _ = att.attend(leaf.query, att.prepare(leaf.keys, leaf.values, leaf.mask), False)
+        projection_loss(context, seed=4).backward()
+        runs.append((context, {**{n: x.grad for n, x in inputs.items()}, **dict(_parameter_grads(att))}))
+    (eager, eager_grads), (traced_context, grads) = runs
+    gap = (eager - traced_context).abs().max().item()
+    require(
+        gap < CACHE_ATOL,
+        f"({case.where(False)}): traced, attend returns another context (max diff {gap:.3g})",
+    )
+    for name, grad in eager_grads.items():
+        other = grads[name]
+        if grad is None or other is None:
+            same = grad is None and other is None
+        else:
+            same = (grad - other).abs().max().item() < CACHE_ATOL
+        require(same, f"({case.where(False)}): traced, the gradient w.r.t. {name} differs")
+
+
+def _decoder_step(case: Case) -> bool:
+    return not case.self_attention and not case.many_queries
 
 
 def _serves_without_positions(att: Attention, case: Case) -> bool:
