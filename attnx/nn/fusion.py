@@ -18,6 +18,7 @@ changes no random number and results only by float rounding.
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -64,10 +65,15 @@ class Region:
 
 
 def reason(error: BaseException) -> str:
-    """A compile error's first meaningful line: Dynamo's messages run to pages of explanation."""
+    """A compile error in one line: the function and line Dynamo stopped at (a plugin's `attend`, say)
+    and the first meaningful line of its message, which runs to pages of explanation."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     text = next((line for line in lines if not line.startswith(("Graph break", "Encountered"))), "")
-    return f"{type(error).__name__}: {text or (lines[0] if lines else '')}"[:300]
+    stack = getattr(error, "real_stack", None)  # Dynamo's user frames, innermost last
+    where = (
+        f"{stack[-1].name} at {os.path.basename(stack[-1].filename)}:{stack[-1].lineno}: " if stack else ""
+    )
+    return f"{where}{type(error).__name__}: {text or (lines[0] if lines else '')}"[:300]
 
 
 class Fusable:

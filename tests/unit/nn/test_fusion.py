@@ -147,7 +147,7 @@ def test_a_region_that_cannot_compile_runs_eager_and_says_why_once(caplog: pytes
         first, _ = dec(enc, tgt_in, need_weights=False)
         second, _ = dec(enc, tgt_in, need_weights=False)
     lines = [r.getMessage() for r in caplog.records]
-    assert len(lines) == 1 and lines[0].startswith(f"compile: {REGION} runs eager: "), lines
+    assert len(lines) == 1 and lines[0].startswith(f"compile: {REGION} runs eager: attend at test_fusion.py:")
     assert "\n" not in lines[0] and len(lines[0]) < 400
     assert not is_compiled(dec._recurrence)
     assert regions_of(dec)[REGION].record()["compiled"] is False

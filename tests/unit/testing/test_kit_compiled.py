@@ -38,7 +38,7 @@ def test_a_mechanism_that_cannot_be_traced_passes_and_is_told_why() -> None:
     assert check_attention(BranchesOnAValue, checks=("compiled",)) == ["compiled"]
     registry("attention").register("branches_test")(BranchesOnAValue)
     note = compile_notes("branches_test")["branches_test score=dot"]
-    assert note.startswith("runs eager under compile: ") and "\n" not in note
+    assert note.startswith("runs eager under compile: sharpen at test_kit_compiled.py:") and "\n" not in note
 
 
 def test_the_builtin_mechanisms_an_rnn_decoder_hosts_compile() -> None:
