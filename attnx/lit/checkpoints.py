@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import os
 import pickle
 import re
 from pathlib import Path
@@ -31,6 +30,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
+from attnx.config.validation import unwritable
 from attnx.track.results import write_atomically
 
 CHECKSUM = ".sha256"
@@ -112,15 +112,9 @@ def known_validation(trainer: pl.Trainer, path: str | None) -> dict[str, torch.T
 
 def check_writable(folder: Path) -> None:
     """Fail now, not after the first epoch, when checkpoints cannot be written into `folder`."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        probe = folder / f".write-test-{os.getpid()}"
-        probe.write_bytes(b"")
-        probe.unlink()
-    except OSError as error:
-        raise CheckpointWriteError(
-            f"checkpoint folder {folder} is not writable: {error.strerror or error}"
-        ) from None
+    why = unwritable(folder)
+    if why is not None:
+        raise CheckpointWriteError(f"checkpoint folder {folder} is not writable: {why}")
 
 
 def load(path: str | Path) -> dict[str, Any]:
