@@ -12,6 +12,9 @@ fails `compiled`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import torch
 
 from attnx.nn.attention import Attention
@@ -59,22 +62,12 @@ def _compiled(subject: Subject, setting: Setting) -> None:
     keys, values and every parameter, in the call an rnn decoder's compiled step makes: one query
     (Tq = 1), no weights, training mode. A mechanism that cannot be traced passes: training runs it eager."""
     att, case = subject.case(setting, _decoder_step)
-    if not _serves_without_positions(att, case):
+    eager, eager_grads = _with_grads(att, case, lambda c: _eager(att, c))
+    if eager is None:
         return
-    runs: list[tuple[torch.Tensor, dict[str, torch.Tensor | None]]] = []
-    for compiled in (False, True):
-        att.zero_grad(set_to_none=True)
-        leaf, inputs = with_grad(case)
-        if compiled:
-            found, _ = traced(att, leaf)  # why it cannot: compile_note says
-            if found is None:
-                return
-            context = found
-        else:
-            context, _ = att.attend(leaf.query, att.prepare(leaf.keys, leaf.values, leaf.mask), False)
-        projection_loss(context, seed=4).backward()
-        runs.append((context, {**{n: x.grad for n, x in inputs.items()}, **dict(_parameter_grads(att))}))
-    (eager, eager_grads), (traced_context, grads) = runs
+    traced_context, grads = _with_grads(att, case, lambda c: traced(att, c)[0])
+    if traced_context is None:  # why it cannot be traced: compile_note says
+        return
     gap = (eager - traced_context).abs().max().item()
     require(
         gap < CACHE_ATOL,
@@ -89,19 +82,31 @@ def _compiled(subject: Subject, setting: Setting) -> None:
         require(same, f"({case.where(False)}): traced, the gradient w.r.t. {name} differs")
 
 
+def _eager(att: Attention, case: Case) -> torch.Tensor | None:
+    """The context of the rnn decoder's call, eager; None from a mechanism that needs positions, which an
+    rnn decoder never gives: it never serves one, compiled or not."""
+    try:
+        return att.attend(case.query, att.prepare(case.keys, case.values, case.mask), False)[0]
+    except Exception:
+        if att.takes_positions:
+            return None
+        raise
+
+
+def _with_grads(
+    att: Attention, case: Case, context_of: Callable[[Case], torch.Tensor | None]
+) -> tuple[Any, dict[str, torch.Tensor | None]]:
+    """`context_of` the case on fresh leaf inputs, and the gradients of `projection_loss` of it with
+    respect to the query, keys, values and every parameter of `att` (none when there is no context)."""
+    att.zero_grad(set_to_none=True)
+    leaf, inputs = with_grad(case)
+    context = context_of(leaf)
+    if context is None:
+        return None, {}
+    projection_loss(context, seed=4).backward()
+    grads = {name: x.grad for name, x in inputs.items()}
+    return context, grads | {f"parameter '{name}'": p.grad for name, p in att.named_parameters()}
+
+
 def _decoder_step(case: Case) -> bool:
     return not case.self_attention and not case.many_queries
-
-
-def _serves_without_positions(att: Attention, case: Case) -> bool:
-    """Whether `att` attends without positions, as an rnn decoder calls it: one that takes positions may
-    need them, and then never serves an rnn decoder, compiled or not."""
-    try:
-        att.attend(case.query, att.prepare(case.keys, case.values, case.mask), False)
-    except Exception:
-        return not att.takes_positions
-    return True
-
-
-def _parameter_grads(att: Attention) -> list[tuple[str, torch.Tensor | None]]:
-    return [(f"parameter '{name}'", p.grad) for name, p in att.named_parameters()]
