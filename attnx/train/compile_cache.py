@@ -39,7 +39,7 @@ class CompileCache(Callback):
         folder = cache_folder(config)
         # an unusable folder would fail torch's import (torch._dynamo makes the cache folder then):
         # left to config validation, which names the key
-        if folder is None or unwritable(folder) or os.environ.get(VARIABLE) == str(folder.resolve()):
+        if folder is None or os.environ.get(VARIABLE) == str(folder.resolve()) or unwritable(folder):
             return
         os.environ[VARIABLE] = str(folder.resolve())
         if "torch._inductor.utils" in sys.modules:  # a worker's earlier job looked elsewhere
