@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
-from attnx.compare.plan import Arm
+from attnx.compare.matching import decoding_model
+from attnx.compare.plan import WEIGHT_DECAY, Arm
 from attnx.config.compose import (
     ConfigError,
     check_choice,
@@ -55,6 +56,8 @@ def check_keys(cfg: DictConfig) -> None:
     except ConfigError as error:
         raise ConfigError(f"launcher: {error}") from None
     _check_protocol(cfg.protocol)
+    if cfg.pareto not in PARETO:
+        raise ConfigError(f"pareto={cfg.pareto}: must be one of {', '.join(PARETO)}")
     for key in ("n", "dim", "heads"):
         if cfg.bench[key] < 1:
             raise ConfigError(f"bench.{key}={cfg.bench[key]}: must be a positive integer")
@@ -81,10 +84,33 @@ def _check_protocol(protocol: DictConfig) -> None:
     if wrong is not None:
         raise ConfigError(f"protocol.lr_grid={grid}: {wrong} is no learning rate (each must be > 0)")
     _once("protocol.lr_grid", grid, grid)
-    if not protocol.param_tolerance >= 0:
-        raise ConfigError(
-            f"protocol.param_tolerance={protocol.param_tolerance}: must be >= 0 (0.1: within ±10%)"
-        )
+    for key in ("param_tolerance", "state_tolerance"):
+        if not protocol[key] >= 0:
+            raise ConfigError(f"protocol.{key}={protocol[key]}: must be >= 0 (0.1: within ±10%)")
+    _check_grid(protocol.grid)
+    # each pair chooses the same thing twice: the rate (lr_search, grid) or the widths (params, state)
+    for one, other in (("lr_search", "grid.enabled"), ("match_params", "match_state")):
+        if OmegaConf.select(protocol, one) and OmegaConf.select(protocol, other):
+            raise ConfigError(
+                f"protocol.{one}=true and protocol.{other}=true both choose the "
+                f"{'learning rate' if one == 'lr_search' else 'widths'}; set one of them"
+            )
+
+
+PARETO = ("time", "state")  # the Pareto view's third cost: bench's inference ms, or decoding state bytes
+SITES = ("encoder", "decoder")  # the hosts with attention slots a suite task's arms may fill
+
+
+def _check_grid(grid: DictConfig) -> None:
+    """MAD's grid: at least one point on each axis, learning rates > 0, weight decays >= 0, each once."""
+    for key, ok, limit in (("lr", lambda v: v > 0, "> 0"), ("weight_decay", lambda v: v >= 0, ">= 0")):
+        values = list(grid[key])
+        if not values:
+            raise ConfigError(f"protocol.grid.{key} is empty: list at least one value ({limit})")
+        wrong = next((v for v in values if not ok(v)), None)  # `not ok`: nan too
+        if wrong is not None:
+            raise ConfigError(f"protocol.grid.{key}={values}: {wrong} is out of range (each must be {limit})")
+        _once(f"protocol.grid.{key}", values, values)
 
 
 def _check_folder(out: Path) -> None:
@@ -109,12 +135,18 @@ def _check_suite_tasks(cfg: DictConfig) -> None:
                 f"suite task {name}: metric {spec.metric}: a suite's metric must rise as models improve "
                 "(accuracy, exact match)"
             )
+        if spec.site is not None and spec.site not in SITES:
+            raise ConfigError(
+                f"suite task {name}: site={spec.site}: must be null or one of {', '.join(SITES)}"
+            )
+        if spec.capability is not None and not spec.capability.strip():
+            raise ConfigError(f"suite task {name}: capability is empty; name it, or null for the task's own")
 
 
 _TASK_KEYS = {
     "overrides": "give the `attnx train` overrides that set it up, e.g. overrides: [task=reverse]",
     "metric": "name the test metric compared, e.g. metric: test/exact_match",
-    "width": "protocol.match_params=true scales its width keys, e.g. width: [encoder.hidden_dim]",
+    "width": "protocol.match_params and match_state scale its width keys, e.g. width: [encoder.hidden_dim]",
 }
 
 
@@ -131,10 +163,13 @@ def check_runs(cfg: DictConfig, runs: list[str], suite: str) -> None:
         key = override.key_or_group.lstrip("+~")
         if key == "optim.lr" and cfg.protocol.lr_search:
             raise ConfigError(f"{text}: protocol.lr_search=true sets optim.lr itself (from protocol.lr_grid)")
+        if key in ("optim.lr", WEIGHT_DECAY) and cfg.protocol.grid.enabled:
+            raise ConfigError(f"{text}: protocol.grid.enabled=true sets {key} itself (from protocol.grid)")
+        matching = next((m for m in ("match_params", "match_state") if cfg.protocol[m]), None)
         for name, spec in cfg.tasks.items():
-            if cfg.protocol.match_params and key in (spec.get("width") or []):
+            if matching and key in (spec.get("width") or []):
                 raise ConfigError(
-                    f"{text}: protocol.match_params=true sets {key} itself (suite task {name}'s width)"
+                    f"{text}: protocol.{matching}=true sets {key} itself (suite task {name}'s width)"
                 )
             theirs = [o for o in spec.overrides if o.split("=", 1)[0].lstrip("+~") == key]
             if theirs:
@@ -155,11 +190,12 @@ def check_arms(
 
     hosted: dict[str, list[Arm]] = {}
     refused: dict[tuple[str, str], str] = {}
+    decoding: set[str] = set()  # the tasks whose model decodes (lm): what protocol.match_state matches
     for task, spec in cfg.tasks.items():
         hosted[task], configs = [], []
         for arm in arms:
             try:
-                config = compose([*spec.overrides, *arm.overrides, *runs])
+                config = compose([*spec.overrides, *arm.at(spec.site), *runs])
                 sites = validate(config)
             except (ConfigError, ValueError, registry.RegistryError) as error:
                 refused[(task, arm.label)] = str(error)
@@ -169,19 +205,24 @@ def check_arms(
         if not hosted[task]:
             raise ConfigError(f"suite task {task}: no arm can run: {refused[(task, arms[0].label)]}")
         try:
-            _check_task(spec, configs)
+            if _check_task(spec, configs, cfg.protocol.match_state):
+                decoding.add(task)
         except ConfigError as error:
             raise ConfigError(f"suite task {task}: {error}") from None
     if all((task, arms[-1].label) in refused for task in cfg.tasks):
         why = refused[(next(iter(cfg.tasks)), arms[-1].label)]
         raise ConfigError(f"{arms[-1].label} runs on no task of the suite: {why}")
+    if cfg.protocol.match_state and not decoding:
+        raise ConfigError(
+            "protocol.match_state=true: no suite task's model decodes (an lm task's): no state to match"
+        )
     return hosted, refused
 
 
-def _check_task(spec: DictConfig, configs: Sequence[tuple[DictConfig, Sites]]) -> None:
+def _check_task(spec: DictConfig, configs: Sequence[tuple[DictConfig, Sites]], match_state: bool) -> bool:
     """The task's data (built here, once) against every hosted arm's model, its metric against what
     its runs log (the first arm's model, on the sites validation checked), its width keys against its
-    config."""
+    config (under `match_state`, an lm task must have them). Whether its model decodes (an lm's)."""
     from attnx.config.validation import check_lengths
     from attnx.lit import lit_module
     from attnx.train.assemble import model_spec
@@ -194,8 +235,12 @@ def _check_task(spec: DictConfig, configs: Sequence[tuple[DictConfig, Sites]]) -
     tested = lit_module(model_spec(first, task), sites).logged_metrics("test")
     if spec.metric not in tested:
         raise ConfigError(f"metric {spec.metric}: its runs never log it; they log {', '.join(tested)}")
+    decodes = decoding_model(task)
+    if match_state and decodes and (OmegaConf.is_missing(spec, "width") or not spec.width):
+        raise ConfigError(f"no width; {_TASK_KEYS['width']}")
     if not OmegaConf.is_missing(spec, "width"):
         _check_widths(spec.width, first)
+    return decodes
 
 
 def _check_widths(keys: Iterable[str], config: DictConfig) -> None:

@@ -7,8 +7,14 @@ mechanisms, on a suite of tasks, over seeds, in one command.
 2. Fair by construction: every arm of a task trains with the same seeds, hence the same data order,
    and `paired_embeddings=true`, hence the same initial embeddings where the shapes agree.
    `protocol.lr_search` first trains each arm at every rate of `lr_grid` (first seed, validation only)
-   and keeps its best; `protocol.match_params` scales each task's `width` keys per arm until its
-   parameter count is within `param_tolerance` of the baseline's (the LRA rule).
+   and keeps its best; or `protocol.grid.enabled` (MAD's protocol, Poli et al. 2024) trains every run at
+   each (lr, weight_decay) of `protocol.grid` and scores it by its best test metric over the grid.
+   `protocol.match_params` scales each task's `width` keys per arm until its parameter count is within
+   `param_tolerance` of the baseline's (the LRA rule); `protocol.match_state` until an lm task's
+   decoding state is within `state_tolerance` of it (MAD's iso-state). Refused together: lr_search with
+   grid, match_params with match_state.
+   A suite task may be a setting of a `capability` (the report's capability table: the mean over its
+   settings) and may put the arms at another `site` (`encoder`: `encoder/attention=NAME`).
 3. Each phase is one Hydra multirun of exactly its jobs (`hydra/sweeper=plan`, attnx's sweeper), on
    any launcher (`launcher: joblib`, or `hydra/launcher=slurm` on the command line), with
    `resume=auto`: a phase whose runs all completed is not launched again, and an interrupted one
@@ -16,7 +22,9 @@ mechanisms, on a suite of tasks, over seeds, in one command.
 4. `attnx bench`'s measuring (`attnx.bench.points`) times every arm's mechanism as self-attention at
    `bench.n` tokens, on every launch; the times come back as values (`bench/<arm>/bench.csv` is their
    record, never read back).
-5. One report (`attnx.report.cli`): report.html, report.md, report.csv in the compare folder.
+5. One report (`attnx.report.cli`): report.html, report.md, report.csv in the compare folder. Its
+   Pareto view sets quality against params, training time and `pareto`: time (inference ms) or state
+   (decoding state bytes per sequence at the task's longest test sequence).
 
 Everything lands in `out` (default `compare/<suite>/<candidate>`): `lr_search/`, `runs/`, `bench/`, and
 the report. The same command launched again continues the same compare.
@@ -33,7 +41,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
 from attnx.compare.checks import check_arms, check_keys, check_runs
-from attnx.compare.matching import Matched, with_matched_widths
+from attnx.compare.matching import Matched, state_bytes, with_matched_widths
 from attnx.compare.phases import inference_ms, launch
 from attnx.compare.plan import Arm, final_jobs, search_jobs, with_best_rates
 from attnx.config.compose import ConfigError, one_line, search_path_override
@@ -57,6 +65,7 @@ COMPARE_KEYS = (
     "tasks",
     "protocol",
     "bench",
+    "pareto",
     "out",
 )
 
@@ -105,14 +114,27 @@ def main(argv: list[str]) -> int:
         failed += launch(out / "lr_search", cfg, search, runs, search=True)
         jobs = with_best_rates(jobs, search, out / "lr_search", cfg)
     matched: dict[tuple[str, str], Matched] = {}
-    if cfg.protocol.match_params:
-        jobs, matched = with_matched_widths(jobs, cfg, request.runs)
+    unmatched: dict[str, str] = {}
+    if cfg.protocol.match_params or cfg.protocol.match_state:
+        jobs, matched, unmatched = with_matched_widths(jobs, cfg, request.runs)
     failed += launch(out / "runs", cfg, jobs, runs)
     bench_ms = inference_ms(out / "bench", cfg, arms)
+    state = state_bytes(jobs, cfg, request.runs) if cfg.pareto == "state" else None
     from attnx.compare.report import CompareStudy, write_report
 
     study = CompareStudy(
-        out, cfg, suite, candidate, jobs, search, refused, matched, bench_ms, ["attnx compare", *argv]
+        out,
+        cfg,
+        suite,
+        candidate,
+        jobs,
+        search,
+        refused,
+        matched,
+        bench_ms,
+        ["attnx compare", *argv],
+        unmatched,
+        state,
     )
     written = write_report(study)
     print(f"attnx compare: wrote {', '.join(map(str, written))}")

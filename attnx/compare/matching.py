@@ -1,114 +1,203 @@
-"""Parameter matching, the Long Range Arena's rule for comparing mechanisms: scale each model's width
-until its parameter count is within a tolerance of the baseline's, so that a mechanism does not win
-by being bigger. Counts are of the model `attnx train` would build (`AttnxModule`), never estimated.
+"""Matching, so that a mechanism does not win by being bigger: scale each model's width until a measure of
+it is within a tolerance of the baseline's. The measure is the parameter count (the Long Range Arena's
+rule, `protocol.match_params`) or the decoding state (MAD's iso-state comparison, Poli et al. 2024,
+`protocol.match_state`): the numbers a model keeps per sequence to decode the next token after n tokens,
+`CausalLM.state_size(n)`, the sum over its blocks of each mechanism's `Attention.state_size(n)` (softmax
+attention's KV cache 2·n·D; linear attention's H·d·(d+1), whatever n). Both are of the model `attnx train`
+would build (`AttnxModule`), never estimated; the state is at the task's longest test sequence, and only a
+model that decodes token by token (an lm task's) has one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
-from attnx.compare.plan import Arm, Job
+from attnx.compare.plan import Job
 from attnx.config.compose import compose
 
 MAX_SCALE = 8  # widths are searched between 1 and MAX_SCALE times their configured value
+# a model's measure at some widths: an int, None when the model declares none, ValueError when it cannot
+# be built there (a width the heads do not divide)
+Measure = Callable[[DictConfig, Any, dict[str, int]], "int | None"]
 
 
 @dataclass(frozen=True)
 class Matched:
-    """An arm's widths on a task: its parameter count at them and the baseline's."""
+    """An arm's widths on a task: its measure at them (None: it declares none) and the baseline's."""
 
-    params: int
+    value: int | None
     target: int
     widths: tuple[tuple[str, int], ...]  # (key, value), the task's width keys
-    within: bool  # |params - target| <= tolerance · target
+    within: bool  # |value - target| <= tolerance · target
 
     @property
-    def ratio(self) -> float:
-        return self.params / self.target
+    def ratio(self) -> float | None:
+        return None if self.value is None else self.value / self.target
 
 
 def with_matched_widths(
     jobs: list[Job], cfg: DictConfig, runs: list[str]
-) -> tuple[list[Job], dict[tuple[str, str], Matched]]:
-    """Each job with its arm's matched widths for its task, and what matching found per (task, arm)."""
+) -> tuple[list[Job], dict[tuple[str, str], Matched], dict[str, str]]:
+    """Each job with its arm's matched widths for its task, what matching found per (task, arm), and the
+    tasks left at their configured widths with why (under match_state: a model that does not decode, or a
+    baseline that declares no state)."""
+    state = bool(cfg.protocol.match_state)
+    measure, tolerance = (
+        (decoding_state, cfg.protocol.state_tolerance)
+        if state
+        else (
+            parameters,
+            cfg.protocol.param_tolerance,
+        )
+    )
     matched: dict[tuple[str, str], Matched] = {}
+    skipped: dict[str, str] = {}
     for task, spec in cfg.tasks.items():
         arms = list(dict.fromkeys(job.arm for job in jobs if job.task == task))
         baseline = next((arm for arm in arms if arm.label == cfg.baseline), arms[0])
-        found = match_widths(
-            list(spec.overrides), list(spec.width), arms, baseline, cfg.protocol.param_tolerance, runs
-        )
+        overrides = [[*spec.overrides, *arm.at(spec.site), *runs] for arm in arms]
+        configs = {arm.label: compose(o) for arm, o in zip(arms, overrides)}
+        built = registry.build("task", configs[baseline.label].task)
+        if state and not decoding_model(built):
+            skipped[task] = f"its {built.model_type} model does not decode token by token, so it has no state"
+            continue
+        try:
+            found = match_widths(configs, built, list(spec.width), baseline.label, tolerance, measure)
+        except LookupError as error:
+            skipped[task] = str(error)
+            continue
         matched.update({(task, label): m for label, m in found.items()})
-    return [replace(job, widths=matched[(job.task, job.arm.label)].widths) for job in jobs], matched
+    chosen = [
+        replace(job, widths=matched[(job.task, job.arm.label)].widths)
+        if (job.task, job.arm.label) in matched
+        else job
+        for job in jobs
+    ]
+    return chosen, matched, skipped
 
 
 def match_widths(
-    task_overrides: list[str],
+    configs: dict[str, DictConfig],
+    task: Any,
     keys: Sequence[str],
-    arms: Sequence[Arm],
-    baseline: Arm,
+    baseline: str,
     tolerance: float,
-    runs: Sequence[str] = (),
+    measure: Measure,
 ) -> dict[str, Matched]:
-    """Per arm label, the widths (`keys`, scaled together from their configured values) whose count is
-    closest to the baseline's at its configured widths; the baseline keeps its own."""
+    """Per arm label (its composed config in `configs`), the widths (`keys`, scaled together from their
+    configured values) whose measure is closest to the baseline's at its configured widths; the baseline
+    keeps its own, and an arm without the measure keeps the configured widths. LookupError when the
+    baseline has no measure."""
     if not keys:
-        raise ValueError("protocol.match_params needs the task's width keys (its `width:` list)")
-    configs = {arm.label: compose([*task_overrides, *arm.overrides, *runs]) for arm in arms}
-    base_cfg = configs[baseline.label]
-    task = registry.build("task", base_cfg.task)
-    task.setup()  # the vocabularies: what the embedding and output sizes follow
-    defaults = [int(OmegaConf.select(base_cfg, key)) for key in keys]
-    target = count(base_cfg, task, dict(zip(keys, defaults)))
-    found = {}
-    for arm in arms:
-        widths = _closest(configs[arm.label], task, keys, defaults, target)
-        params = count(configs[arm.label], task, widths)
-        found[arm.label] = Matched(
-            params, target, tuple(widths.items()), abs(params - target) <= tolerance * target
+        raise ValueError(
+            "protocol.match_params and match_state need the task's width keys (its `width:` list)"
         )
+    task.setup()  # the vocabularies and lengths: what the embedding, output and state sizes follow
+    defaults = [int(OmegaConf.select(configs[baseline], key)) for key in keys]
+    target = measure(configs[baseline], task, dict(zip(keys, defaults)))
+    if target is None:
+        raise LookupError(f"the baseline {baseline} declares no decoding state, so there is none to match")
+    found = {}
+    for label, cfg in configs.items():
+        configured = dict(zip(keys, defaults))
+        if measure(cfg, task, configured) is None:  # nothing to scale towards the target
+            found[label] = Matched(None, target, tuple(configured.items()), False)
+            continue
+        widths = _closest(partial(measure, cfg, task), keys, defaults, target)
+        value = measure(cfg, task, widths)
+        within = value is not None and abs(value - target) <= tolerance * target
+        found[label] = Matched(value, target, tuple(widths.items()), within)
     return found
 
 
-def count(cfg: DictConfig, task: Any, widths: dict[str, int]) -> int:
-    """The parameter count of `cfg`'s model at `widths`; ValueError when the model cannot be built there
-    (a width the heads do not divide)."""
+def model_at(cfg: DictConfig, task: Any, widths: dict[str, int]) -> Any:
+    """The model `cfg` builds for `task` at `widths`; ValueError when it cannot be built there."""
     from attnx.lit import lit_module
     from attnx.train.assemble import model_spec
 
     cfg = cfg.copy()
     for key, value in widths.items():
         OmegaConf.update(cfg, key, value)
-    return int(lit_module(model_spec(cfg, task)).num_parameters())
+    return lit_module(model_spec(cfg, task)).model
+
+
+def parameters(cfg: DictConfig, task: Any, widths: dict[str, int]) -> int:
+    """The parameter count of `cfg`'s model at `widths`."""
+    return sum(p.numel() for p in model_at(cfg, task, widths).parameters())
+
+
+def decoding_model(task: Any) -> bool:
+    """Whether a task's model decodes token by token, keeping a state per sequence (an lm's)."""
+    return bool(task.model_type == "lm")
+
+
+def test_length(task: Any) -> int:
+    """The task's longest test sequence: the n its state is measured at."""
+    task.setup()
+    return int(task.splits["test"].src_len.max())
+
+
+def decoding_state(cfg: DictConfig, task: Any, widths: dict[str, int]) -> int | None:
+    """The numbers `cfg`'s model keeps per sequence after the task's longest test sequence, None when it
+    declares none (a model or mechanism without `state_size`)."""
+    return state_of(model_at(cfg, task, widths), test_length(task))
+
+
+def state_of(model: Any, n: int) -> int | None:
+    size = getattr(model, "state_size", None)  # only a decoding model has one (CausalLM)
+    return None if size is None else size(n)
+
+
+def state_bytes(jobs: list[Job], cfg: DictConfig, runs: list[str]) -> dict[tuple[str, str], int | None]:
+    """Per (task, arm label), the decoding state in bytes per sequence at the task's longest test sequence
+    and the arm's widths (numbers times the bytes of the model's parameters); None where the model does not
+    decode or declares no state."""
+    found: dict[tuple[str, str], int | None] = {}
+    tasks: dict[str, Any] = {}
+    for job in jobs:
+        if (job.task, job.arm.label) in found:
+            continue
+        spec = cfg.tasks[job.task]
+        config = compose([*spec.overrides, *job.arm.at(spec.site), *runs])
+        task = tasks.setdefault(job.task, registry.build("task", config.task))
+        if not decoding_model(task):
+            found[(job.task, job.arm.label)] = None
+            continue
+        model = model_at(config, task, dict(job.widths))
+        numbers = state_of(model, test_length(task))
+        size = next(model.parameters()).element_size()
+        found[(job.task, job.arm.label)] = None if numbers is None else numbers * size
+    return found
 
 
 def _closest(
-    cfg: DictConfig, task: Any, keys: Sequence[str], defaults: list[int], target: int
+    measure: Callable[[dict[str, int]], int | None], keys: Sequence[str], defaults: list[int], target: int
 ) -> dict[str, int]:
-    """Bisect the first key's width (the others scaled with it) for the count nearest `target`; widths
+    """Bisect the first key's width (the others scaled with it) for the measure nearest `target`; widths
     the model cannot be built at are stepped over."""
 
     def widths(first: int) -> dict[str, int]:
         return {k: max(1, round(d * first / defaults[0])) for k, d in zip(keys, defaults)}
 
-    def params(first: int) -> int | None:
+    def value(first: int) -> int | None:
         try:
-            return count(cfg, task, widths(first))
+            return measure(widths(first))
         except ValueError:
             return None
 
     low, high = 1, MAX_SCALE * defaults[0]
-    while high - low > 1:  # the count grows with the width: the first width at or above target
+    while high - low > 1:  # the measure grows with the width: the first width at or above target
         middle = (low + high) // 2
-        found = next((p for p in (params(m) for m in range(middle, high)) if p is not None), None)
+        found = next((v for v in (value(m) for m in range(middle, high)) if v is not None), None)
         if found is not None and found >= target:
             high = middle
         else:
             low = middle
-    scored = [(abs(p - target), w) for w in range(max(1, low - 4), high + 5) if (p := params(w)) is not None]
+    scored = [(abs(v - target), w) for w in range(max(1, low - 4), high + 5) if (v := value(w)) is not None]
     return widths(min(scored)[1])

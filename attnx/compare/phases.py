@@ -24,7 +24,7 @@ def launch(folder: Path, cfg: DictConfig, jobs: list[Job], runs: list[str], sear
     how many did not complete."""
     from attnx.track.results import completed
 
-    planned = [job.overrides(list(cfg.tasks[job.task].overrides), search) for job in jobs]
+    planned = [job.overrides(cfg.tasks[job.task], search) for job in jobs]
     done = [completed(folder / str(i)) for i in range(len(planned))]
     if all(record and same(record["overrides"], [*runs, *job]) for record, job in zip(done, planned)):
         log.info("%s: all %d runs completed, nothing to launch", folder, len(planned))

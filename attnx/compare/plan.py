@@ -1,7 +1,7 @@
 """What a compare runs: its arms (the mechanisms compared) and its jobs (a task, an arm, a seed, and what
-the protocol chose for them: a learning rate from the search's records; widths: `attnx.compare.matching`),
-as plain data. The command (`attnx.compare.cli`), its checks and its report all read these; none of them
-is imported back here.
+the protocol chose for them: a learning rate from the search's records, or one point of MAD's
+lr x weight-decay grid; widths: `attnx.compare.matching`), as plain data. The command
+(`attnx.compare.cli`), its checks and its report all read these; none of them is imported back here.
 """
 
 from __future__ import annotations
@@ -22,6 +22,23 @@ class Arm:
     overrides: tuple[str, ...]
     candidate: bool = False
 
+    def at(self, site: str | None) -> tuple[str, ...]:
+        """The overrides that put this arm at a suite task's `site`: the run's `attention` and `score`
+        when None, else that host's slot (`encoder/attention=NAME`, `encoder.attention.KEY=V`)."""
+        if site is None:
+            return self.overrides
+        moved = []
+        for override in self.overrides:
+            key, value = override.split("=", 1)
+            group, dot, field = key.partition(".")
+            if group in SLOT_KINDS:
+                key = f"{site}.{group}.{field}" if dot else f"{site}/{group}"
+            moved.append(f"{key}={value}")
+        return tuple(moved)
+
+
+SLOT_KINDS = ("attention", "score")  # what an arm chooses, and what a host's slot takes
+
 
 @dataclass(frozen=True)
 class Job:
@@ -33,12 +50,22 @@ class Job:
     lr: float | None = None
     widths: tuple[tuple[str, int], ...] = ()
     drawn: bool = False  # the seed whose attention maps the report shows (the suite's first)
+    weight_decay: float | None = None  # a grid point's (protocol.grid)
 
-    def overrides(self, task_overrides: list[str], search: bool = False) -> list[str]:
-        chosen = [*task_overrides, *self.arm.overrides, f"seed={self.seed}", "paired_embeddings=true"]
+    def overrides(self, task: DictConfig, search: bool = False) -> list[str]:
+        """The run's overrides: the suite task's (`overrides`, its `site`), the arm's, and what the
+        protocol chose."""
+        chosen = [
+            *task.overrides,
+            *self.arm.at(task.get("site")),
+            f"seed={self.seed}",
+            "paired_embeddings=true",
+        ]
         chosen += [f"{key}={value}" for key, value in self.widths]
         if self.lr is not None:
             chosen.append(f"optim.lr={self.lr}")
+        if self.weight_decay is not None:
+            chosen.append(f"{WEIGHT_DECAY}={self.weight_decay}")
         if search:  # validation is what chooses the rate: no test, no maps
             return [*chosen, "test=false", "callbacks.attention_heatmaps=null"]
         return [*chosen, *heatmap_overrides(self.drawn)]
@@ -51,13 +78,25 @@ def heatmap_overrides(drawn: bool) -> list[str]:
     return ["callbacks.attention_heatmaps.num_examples=1", "callbacks.attention_heatmaps.heads=mean"]
 
 
+WEIGHT_DECAY = "optim.optimizer.weight_decay"  # the run key a grid point sets (AdamW's and SGD's)
+
+
 def final_jobs(cfg: DictConfig, hosted: dict[str, list[Arm]]) -> list[Job]:
-    """Every hosted arm of every task over the seeds: the runs the report ranks."""
+    """Every hosted arm of every task over the seeds: the runs the report ranks. Under `protocol.grid`,
+    each of them at every (lr, weight_decay) of the grid (MAD's protocol, Poli et al. 2024); the first
+    point of the first seed draws the maps."""
+    grid = cfg.protocol.grid
+    points = (
+        [(float(lr), float(wd)) for lr in grid.lr for wd in grid.weight_decay]
+        if grid.enabled
+        else [(None, None)]
+    )
     return [
-        Job(task, arm, seed, drawn=seed == cfg.seeds[0])
+        Job(task, arm, seed, lr=lr, weight_decay=wd, drawn=seed == cfg.seeds[0] and i == 0)
         for task, task_arms in hosted.items()
         for arm in task_arms
         for seed in cfg.seeds
+        for i, (lr, wd) in enumerate(points)
     ]
 
 

@@ -1,5 +1,7 @@
 """The report of an `attnx compare`: `attnx report`'s sections over the compare's own runs, with a
-ranking first and the protocol (learning rates, parameter counts) after.
+ranking first (and a table per capability when the suite has them), and the protocol (learning rates,
+grid points, matched parameter counts or states) after. Under `protocol.grid` the tables score each
+(task, arm, seed) by its best run over the grid (`attnx.compare.scores`).
 
 Each run is labelled in memory with its suite task and its arm (`labels`: the report's `task` and
 `mechanism` columns), and the metric each task compares is read into `test/metric` (`val/metric` in the
@@ -16,7 +18,8 @@ from typing import Any
 from omegaconf import DictConfig
 
 from attnx.compare.matching import Matched
-from attnx.compare.plan import Arm, Job, validation_metric
+from attnx.compare.plan import WEIGHT_DECAY, Arm, Job, validation_metric
+from attnx.compare.scores import best_over_grid, capability_scores
 from attnx.report import cli as report
 from attnx.report import stats
 from attnx.report.document import Image, Section, Table
@@ -42,6 +45,8 @@ class CompareStudy:
     matched: dict[tuple[str, str], Matched]
     inference_ms: dict[str, float]
     command: list[str]
+    unmatched: dict[str, str]  # task -> why matching left it at its configured widths
+    state: dict[tuple[str, str], int | None] | None  # (task, arm) -> decoding state bytes, when pareto=state
 
 
 def records(folder: Path, jobs: list[Job], cfg: DictConfig, metric_of: Any) -> list[dict[str, Any]]:
@@ -50,7 +55,13 @@ def records(folder: Path, jobs: list[Job], cfg: DictConfig, metric_of: Any) -> l
     found = []
     for i, job in enumerate(jobs):
         record = read_run(folder / str(i))
-        record["labels"] = {"task": job.task, "mechanism": job.arm.label, "optim.lr": job.lr}
+        record["labels"] = {
+            "task": job.task,
+            "mechanism": job.arm.label,
+            "seed": job.seed,
+            "optim.lr": job.lr,
+            WEIGHT_DECAY: job.weight_decay,
+        }
         key, metric = metric_of(job)
         if record["status"] == "completed" and metric in record["metrics"]:
             record["metrics"] = {**record["metrics"], key: record["metrics"][metric]}
@@ -63,7 +74,8 @@ def write_report(study: CompareStudy) -> list[Path]:
     cfg, out = study.cfg, study.out
     runs = records(out / "runs", study.jobs, cfg, lambda job: (METRIC, cfg.tasks[job.task].metric))
     columns = ["task", "mechanism"]
-    rows = _rows(runs, columns)
+    scored = best_over_grid(runs, METRIC) if cfg.protocol.grid.enabled else runs
+    rows = _rows(scored, columns)
     base = Study(
         runs,
         columns,
@@ -74,10 +86,14 @@ def write_report(study: CompareStudy) -> list[Path]:
         inference_ms=study.inference_ms,
         bench_n=cfg.bench.n,
         highlight=study.candidate.label,
+        state_bytes=study.state,
     )
     grouped = base.cells()
     summary, suite = intro(study, runs)
-    parts = [summary, *([ranking(study, grouped)] if grouped else []), suite]
+    parts = [summary, *([ranking(study, grouped)] if grouped else [])]
+    if any(spec.get("capability") for spec in cfg.tasks.values()):
+        parts.append(capability_section(study, scored))
+    parts.append(suite)
     parts += sections(base, out, [], [])[1:]  # its intro counts runs; ours says what ran
     protocol = protocol_section(study)
     if protocol.parts:
@@ -118,8 +134,14 @@ def intro(study: CompareStudy, runs: list[dict[str, Any]]) -> tuple[Section, Sec
     if study.refused:
         lines = [f"`{arm}` on {task}: {why}" for (task, arm), why in study.refused.items()]
         parts.append("Not applicable, so not run: " + "; ".join(lines) + ".")
-    protocol = ["learning rate " + ("searched (see Protocol)" if cfg.protocol.lr_search else "as configured")]
-    protocol.append("widths matched (see Protocol)" if cfg.protocol.match_params else "widths as configured")
+    if cfg.protocol.grid.enabled:
+        protocol = ["learning rate and weight decay: each run's best test score over the grid (see Protocol)"]
+    else:
+        protocol = [
+            "learning rate " + ("searched (see Protocol)" if cfg.protocol.lr_search else "as configured")
+        ]
+    measure = _measure(cfg)
+    protocol.append(f"widths matched by {measure} (see Protocol)" if measure else "widths as configured")
     parts.append("Protocol: " + "; ".join(protocol) + ".")
     return summary, Section("Suite", parts)
 
@@ -143,6 +165,43 @@ def ranking(study: CompareStudy, grouped: Cells) -> Section:
         f"candidate, `{study.candidate.label}`, is highlighted."
     )
     return Section("Ranking", [Table(header, body, right_from=1, id="ranking"), note])
+
+
+def capability_section(study: CompareStudy, scored: list[dict[str, Any]]) -> Section:
+    """Arm x capability: each cell the mean ± standard deviation over seeds of the capability's score, the
+    mean over its settings of each setting's score (MAD's, `attnx.compare.scores`)."""
+    cfg = study.cfg
+    found = capability_scores(scored, cfg.tasks, METRIC)
+    names = list(dict.fromkeys(str(spec.get("capability") or task) for task, spec in cfg.tasks.items()))
+    arms = list(dict.fromkeys(job.arm.label for job in study.jobs))
+    body = []
+    for arm in arms:
+        cells_ = []
+        for name in names:
+            seeds = list(found.get(name, {}).get(arm, {}).values())
+            s = stats.summarize(seeds) if seeds else None
+            cells_.append("n/a" if s is None else f"{s.mean:.3f}" + (f" ± {s.std:.3f}" if s.std else ""))
+        body.append([text(arm), *cells_])
+    settings = "; ".join(
+        f"{name}: {', '.join(t for t, spec in cfg.tasks.items() if str(spec.get('capability') or t) == name)}"
+        for name in names
+    )
+    score = "its best test score over the grid" if cfg.protocol.grid.enabled else f"its `{METRIC}`"
+    note = (
+        f"A capability's score is the mean over its settings of each setting's score ({score}), per seed; "
+        f"mean ± standard deviation over seeds (MAD, Poli et al. 2024). n/a: the mechanism lacks a setting's "
+        f"score (it cannot run there, or a run did not complete). Settings: {settings}."
+    )
+    return Section(
+        "Capabilities", [Table(["mechanism", *names], body, right_from=1, id="capabilities"), note]
+    )
+
+
+def _measure(cfg: DictConfig) -> str | None:
+    """What the widths were matched by, if anything."""
+    return (
+        "parameters" if cfg.protocol.match_params else "decoding state" if cfg.protocol.match_state else None
+    )
 
 
 def _mean_ci(row: Row) -> str:
@@ -170,22 +229,66 @@ def protocol_section(study: CompareStudy) -> Section:
         ]
         if path:
             parts.append(Image(path, "learning-rate sensitivity: validation metric against optim.lr"))
-    if study.matched:
-        body = [
-            [
-                task,
-                label,
-                f"{m.params:,}",
-                f"{m.target:,}",
-                f"{m.ratio - 1:+.1%}",
-                "yes" if m.within else "**no**",
-                " ".join(f"{k}={v}" for k, v in m.widths),
-            ]
-            for (task, label), m in study.matched.items()
-        ]
-        parts += [
-            f"**Parameters matched** to `{cfg.baseline}`'s within ±{cfg.protocol.param_tolerance:.0%} by "
-            "scaling each task's width keys together (the Long Range Arena's rule):",
-            Table(["task", "mechanism", "params", "baseline", "Δ", "within", "widths"], body, right_from=2),
-        ]
+    if cfg.protocol.grid.enabled:
+        parts += grid_parts(study)
+    if study.matched or study.unmatched:
+        parts += matched_parts(study)
     return Section("Protocol", parts)
+
+
+def grid_parts(study: CompareStudy) -> list[str | Table | Image]:
+    """The grid, and per (task, mechanism) the points that scored best, with how many seeds chose each."""
+    cfg = study.cfg
+    runs = records(study.out / "runs", study.jobs, cfg, lambda job: (METRIC, cfg.tasks[job.task].metric))
+    chosen: dict[tuple[str, str], list[str]] = {}
+    for run in best_over_grid(runs, METRIC):
+        labels = run["labels"]
+        point = f"lr={labels['optim.lr']:g} wd={labels[WEIGHT_DECAY]:g}"
+        chosen.setdefault((labels["task"], labels["mechanism"]), []).append(point)
+    body = [
+        [task, label, ", ".join(f"{p} ({points.count(p)})" for p in dict.fromkeys(points))]
+        for (task, label), points in chosen.items()
+    ]
+    grid = cfg.protocol.grid
+    return [
+        f"**Grid** (MAD's protocol, Poli et al. 2024): every mechanism, task and seed trained at each "
+        f"optim.lr in {list(grid.lr)} and {WEIGHT_DECAY} in {list(grid.weight_decay)}; each is scored by "
+        "its best test metric over the grid, which is what the tables above report.",
+        Table(["task", "mechanism", "best point (seeds)"], body),
+    ]
+
+
+def matched_parts(study: CompareStudy) -> list[str | Table | Image]:
+    cfg = study.cfg
+    state = bool(cfg.protocol.match_state)
+    body = [
+        [
+            task,
+            label,
+            "undeclared" if m.value is None else f"{m.value:,}",
+            f"{m.target:,}",
+            "–" if m.ratio is None else f"{m.ratio - 1:+.1%}",
+            "yes" if m.within else "**no**",
+            " ".join(f"{k}={v}" for k, v in m.widths),
+        ]
+        for (task, label), m in study.matched.items()
+    ]
+    if state:
+        intro = (
+            f"**Decoding state matched** to `{cfg.baseline}`'s within ±{cfg.protocol.state_tolerance:.0%} "
+            "by scaling each lm task's width keys together (MAD's iso-state comparison): numbers kept per "
+            "sequence after the task's longest test sequence."
+        )
+    else:
+        intro = (
+            f"**Parameters matched** to `{cfg.baseline}`'s within ±{cfg.protocol.param_tolerance:.0%} by "
+            "scaling each task's width keys together (the Long Range Arena's rule):"
+        )
+    parts: list[str | Table | Image] = [intro]
+    if body:
+        header = ["task", "mechanism", "state" if state else "params", "baseline", "Δ", "within", "widths"]
+        parts.append(Table(header, body, right_from=2))
+    if study.unmatched:
+        lines = [f"{task}: {why}" for task, why in study.unmatched.items()]
+        parts.append("Left at their configured widths: " + "; ".join(lines) + ".")
+    return parts

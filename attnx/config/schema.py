@@ -134,12 +134,27 @@ class TrainConfig:
 @dataclass
 class SuiteTask:
     """One task of an `attnx compare` suite: the `attnx train` overrides that set it up (the task, its
-    sizes, its training budget), the test metric compared, and the width keys `protocol.match_params`
-    scales together."""
+    sizes, its training budget), the test metric compared, the width keys `protocol.match_params` and
+    `protocol.match_state` scale together, the capability it is a setting of (MAD's tasks, Poli et al.
+    2024: a capability's score is the mean over its settings; null: the task is its own), and the
+    attention site the arms fill (null: the run's `attention`; encoder or decoder: that slot's
+    `encoder/attention`, `encoder/score`)."""
 
     overrides: list[str] = MISSING
     metric: str = MISSING
     width: list[str] = MISSING
+    capability: Optional[str] = None  # noqa: UP045
+    site: Optional[str] = None  # noqa: UP045
+
+
+@dataclass
+class GridConfig:
+    """MAD's protocol (Poli et al. 2024): every run at each (lr, weight_decay) of the grid, scored by its
+    best test metric over the grid."""
+
+    enabled: bool = MISSING
+    lr: list[float] = MISSING
+    weight_decay: list[float] = MISSING
 
 
 @dataclass
@@ -150,6 +165,9 @@ class ProtocolConfig:
     lr_grid: list[float] = MISSING
     match_params: bool = MISSING  # widths scaled to the baseline's parameter count ± param_tolerance
     param_tolerance: float = MISSING
+    match_state: bool = MISSING  # widths scaled to the baseline's decoding state ± state_tolerance (MAD)
+    state_tolerance: float = MISSING
+    grid: GridConfig = MISSING
 
 
 @dataclass
@@ -173,6 +191,7 @@ class CompareConfig:
     tasks: dict[str, SuiteTask] = MISSING
     protocol: ProtocolConfig = MISSING
     bench: CompareBenchConfig = MISSING
+    pareto: str = MISSING  # the Pareto view's cost beside params and training time: time | state
     out: Optional[str] = MISSING  # noqa: UP045
 
 

@@ -4,8 +4,9 @@
   learning-rate sweep on a log axis, which is how its sensitivity curve reads.
 - `length_plot`: exact match against source length from each run's `by_length`, one panel per cell,
   a line per compared value, the training lengths shaded.
-- `pareto_plot`: quality against three costs (parameters, training seconds, inference ms at a fixed
-  N), the Pareto frontier drawn through the configurations no other beats on both axes.
+- `pareto_plot`: quality against three costs (parameters, training seconds, and inference ms at a fixed
+  N or decoding state bytes per sequence: whichever the points have), the Pareto frontier drawn through
+  the configurations no other beats on both axes.
 """
 
 from __future__ import annotations
@@ -143,6 +144,7 @@ COSTS: tuple[tuple[str, str], ...] = (
     ("params", "parameters"),
     ("train_seconds", "training seconds"),
     ("infer_ms", "inference ms"),
+    ("state_bytes", "decoding state bytes per sequence"),
 )
 
 

@@ -40,6 +40,9 @@ class Study:
     inference_ms: dict[Any, float] | None = None  # the key's value -> `attnx bench` forward ms at one N
     bench_n: int | None = None
     highlight: Any = None  # the key's value to mark (a candidate)
+    # a row's values -> its model's decoding state in bytes per sequence (None: undeclared); when given,
+    # the Pareto view's third cost instead of inference ms (attnx compare's `pareto: state`)
+    state_bytes: dict[tuple[Any, ...], int | None] | None = None
 
     @property
     def left_out(self) -> list[dict[str, Any]]:
@@ -223,10 +226,12 @@ def rank_table(grouped: Cells, metric: str) -> Table:
 
 
 def cost_section(study: Study, grouped: Cells, out: Path) -> Section:
-    """A cost table (results.json's parameters and training time, `attnx bench`'s inference time) and
-    one Pareto plot per cell."""
+    """A cost table (results.json's parameters and training time; `attnx bench`'s inference time, or each
+    model's decoding state when the study has them) and one Pareto plot per cell. A row whose model
+    declares no state is listed as such, never dropped."""
     metric = study.metrics[0]
-    infer = f"infer ms @ N={study.bench_n}" if study.bench_n else None
+    state = study.state_bytes
+    third = "state bytes" if state is not None else f"infer ms @ N={study.bench_n}" if study.bench_n else None
     compiled = any(compiling(row) for by_value in grouped.rows.values() for row in by_value.values())
     header = [
         "cell",
@@ -235,17 +240,24 @@ def cost_section(study: Study, grouped: Cells, out: Path) -> Section:
         "params",
         "train s",
         *(["of which compiling"] if compiled else []),
-        *([infer] if infer else []),
+        *([third] if third else []),
     ]
-    body, images = [], []
+    body, images, undeclared = [], [], []
     for cell, by_value in grouped.rows.items():
         points = []
         for v, row in by_value.items():
             costs = {
                 "params": row.mean("params", metric=False),
                 "train_seconds": row.mean("train_seconds", metric=False),
-                "infer_ms": (study.inference_ms or {}).get(v),
             }
+            if state is not None:
+                found = state.get(row.values)
+                costs["state_bytes"] = None if found is None else float(found)
+                shown = "undeclared" if found is None else f"{found:,}"
+                undeclared += [f"{text(v)} ({grouped.label(cell)})"] if found is None else []
+            else:
+                costs["infer_ms"] = (study.inference_ms or {}).get(v)
+                shown = _ms(costs["infer_ms"])
             quality = row.mean(metric)
             body.append(
                 [
@@ -255,21 +267,28 @@ def cost_section(study: Study, grouped: Cells, out: Path) -> Section:
                     _cost(costs["params"], "params"),
                     _cost(costs["train_seconds"], "train_seconds"),
                     *([compiling(row)] if compiled else []),
-                    *([_ms(costs["infer_ms"])] if infer else []),
+                    *([shown] if third else []),
                 ]
             )
             if quality is not None:
                 points.append((text(v), quality, costs))
         path = pareto_plot(
-            grouped.label(cell), points, metric, out, text(study.highlight), infer or "inference ms"
+            grouped.label(cell), points, metric, out, text(study.highlight), third or "inference ms"
         )
         if path:
             images.append(Image(path, f"{grouped.label(cell)}: {metric} against cost"))
-    note = (
-        f"Inference ms: `attnx bench`'s forward time per mechanism as self-attention, N = {study.bench_n}."
-        if infer
-        else "Give `--bench bench.csv` (from `attnx bench`) to add inference time."
-    )
+    if state is not None:
+        note = (
+            "State bytes: the numbers a model keeps per sequence to decode the next token after the task's "
+            "longest test sequence (`state_size`), times the bytes of its parameters' dtype."
+        )
+        if undeclared:
+            note += " No declared state, so not on the state axis: " + ", ".join(undeclared) + "."
+    elif third:
+        note = "Inference ms: `attnx bench`'s forward time per mechanism as self-attention, "
+        note += f"N = {study.bench_n}."
+    else:
+        note = "Give `--bench bench.csv` (from `attnx bench`) to add inference time."
     return Section("Cost", [Table(header, body, right_from=2, id="cost"), note, *images])
 
 

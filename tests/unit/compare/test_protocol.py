@@ -1,0 +1,154 @@
+"""compare's protocol keys: MAD's lr x weight-decay grid (its jobs, its checks, its scores: best over the
+grid, a capability the mean over its settings), arms at another attention site, and matching generalised
+to a measure (parameters or decoding state)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from omegaconf import DictConfig, OmegaConf
+
+from attnx.compare.checks import _check_protocol
+from attnx.compare.matching import Matched, match_widths, state_of
+from attnx.compare.plan import WEIGHT_DECAY, Arm, final_jobs
+from attnx.compare.scores import best_over_grid, capabilities, capability_scores
+from attnx.config.compose import ConfigError
+
+PROTOCOL = {
+    "lr_search": False,
+    "lr_grid": [0.001],
+    "match_params": False,
+    "param_tolerance": 0.1,
+    "match_state": False,
+    "state_tolerance": 0.1,
+    "grid": {"enabled": True, "lr": [0.0001, 0.001], "weight_decay": [0.0, 0.1]},
+}
+
+
+def protocol(**changes: Any) -> DictConfig:
+    cfg = OmegaConf.create(PROTOCOL)
+    for key, value in changes.items():
+        OmegaConf.update(cfg, key, value)
+    return cfg
+
+
+def test_every_run_trains_at_each_grid_point_and_only_the_first_draws_maps() -> None:
+    cfg = OmegaConf.create({"seeds": [0, 1], "protocol": PROTOCOL})
+    arms = [Arm("dot", ("attention=dot",)), Arm("multi_head", ("attention=multi_head",))]
+    jobs = final_jobs(cfg, {"recall": arms})
+    assert len(jobs) == 2 * 2 * 4  # arms x seeds x (lr x weight decay)
+    points = {(j.lr, j.weight_decay) for j in jobs if j.arm.label == "dot" and j.seed == 1}
+    assert points == {(0.0001, 0.0), (0.0001, 0.1), (0.001, 0.0), (0.001, 0.1)}
+    assert [(j.seed, j.lr, j.weight_decay) for j in jobs if j.drawn and j.arm.label == "dot"] == [
+        (0, 0.0001, 0.0)
+    ]
+    task = OmegaConf.create({"overrides": ["task=mqar"], "site": None})
+    chosen = jobs[1].overrides(task)
+    assert chosen[:2] == ["task=mqar", "attention=dot"]
+    assert "optim.lr=0.0001" in chosen and f"{WEIGHT_DECAY}=0.1" in chosen
+    cfg.protocol.grid.enabled = False
+    assert [(j.lr, j.weight_decay) for j in final_jobs(cfg, {"recall": arms})] == [(None, None)] * 4
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"grid.lr": []}, "protocol.grid.lr is empty"),
+        ({"grid.weight_decay": []}, "protocol.grid.weight_decay is empty"),
+        ({"grid.lr": [0.001, 0.0]}, "protocol.grid.lr=[0.001, 0.0]: 0.0 is out of range (each must be > 0)"),
+        ({"grid.lr": [float("nan")]}, "protocol.grid.lr=[nan]: nan is out of range"),
+        (
+            {"grid.weight_decay": [-0.1]},
+            "protocol.grid.weight_decay=[-0.1]: -0.1 is out of range (each must be >= 0)",
+        ),
+        ({"grid.weight_decay": [0.1, 0.1]}, "protocol.grid.weight_decay=[0.1, 0.1]: 0.1 is repeated"),
+        ({"state_tolerance": -0.5}, "protocol.state_tolerance=-0.5: must be >= 0"),
+        (
+            {"lr_search": True},
+            "protocol.lr_search=true and protocol.grid.enabled=true both choose the learning rate",
+        ),
+        (
+            {"match_params": True, "match_state": True},
+            "protocol.match_params=true and protocol.match_state=true",
+        ),
+    ],
+)
+def test_a_bad_protocol_is_one_line_naming_the_key(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        _check_protocol(protocol(**changes))
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_an_arm_at_the_encoder_site_fills_the_encoder_slot() -> None:
+    arm = Arm("dot+cosine", ("attention=dot", "attention.dropout=0.1", "score=cosine", "score.temperature=2"))
+    assert arm.at(None) == arm.overrides
+    assert arm.at("encoder") == (
+        "encoder/attention=dot",
+        "encoder.attention.dropout=0.1",
+        "encoder/score=cosine",
+        "encoder.score.temperature=2",
+    )
+
+
+def run(task: str, mechanism: str, seed: int, score: float | None, lr: float = 0.001) -> dict[str, Any]:
+    labels = {"task": task, "mechanism": mechanism, "seed": seed, "optim.lr": lr, WEIGHT_DECAY: 0.0}
+    metrics = {} if score is None else {"test/metric": score}
+    return {"status": "completed" if score is not None else "failed", "labels": labels, "metrics": metrics}
+
+
+def test_a_run_scores_its_best_over_the_grid_and_a_capability_the_mean_of_its_settings() -> None:
+    runs = [
+        run("recall_short", "dot", 0, 0.4, lr=0.0001),
+        run("recall_short", "dot", 0, 0.8, lr=0.001),  # the best of the grid for (short, dot, 0)
+        run("recall_long", "dot", 0, 0.2),
+        run("recall_long", "dot", 0, None, lr=0.0001),  # failed: no score, not a zero
+        run("recall_short", "dot", 1, 0.6),
+        run("recall_long", "dot", 1, 0.4),
+        run("recall_short", "none", 0, 0.9),  # none cannot run recall_long: no capability score
+        run("copy", "dot", 0, 0.5),
+    ]
+    best = best_over_grid(runs, "test/metric")
+    assert len(best) == 6 and runs[1] in best and runs[0] not in best
+    tasks = OmegaConf.create(
+        {
+            "recall_short": {"capability": "recall"},
+            "recall_long": {"capability": "recall"},
+            "copy": {"capability": None},
+        }
+    )
+    assert capabilities(tasks) == {"recall": ["recall_short", "recall_long"], "copy": ["copy"]}
+    scores = capability_scores(best, tasks, "test/metric")
+    assert scores["recall"]["dot"] == pytest.approx({0: 0.5, 1: 0.5})  # (0.8 + 0.2) / 2, (0.6 + 0.4) / 2
+    assert "none" not in scores["recall"] and scores["copy"] == {"dot": {0: 0.5}}
+
+
+def test_matching_scales_widths_until_the_measure_meets_the_baseline_and_says_what_has_none() -> None:
+    """A state-like measure: the baseline's grows as 2·n·D (a KV cache), the candidate's as D² (linear
+    attention's per-head matrix), another declares none."""
+    n = 64
+    growth = {"kv": lambda d: 2 * n * d, "linear": lambda d: d * d, "undeclared": lambda d: None}
+
+    def measure(cfg: DictConfig, task: object, widths: dict[str, int]) -> int | None:
+        return growth[cfg.kind](widths["lm.d_model"])
+
+    configs = {k: OmegaConf.create({"kind": k, "lm": {"d_model": 32}}) for k in growth}
+
+    class Task:
+        def setup(self) -> None: ...
+
+    found = match_widths(configs, Task(), ["lm.d_model"], "kv", 0.1, measure)
+    assert found["kv"] == Matched(4096, 4096, (("lm.d_model", 32),), True)
+    assert found["linear"].widths == (("lm.d_model", 64),) and found["linear"].within  # 64² = 2·64·32
+    assert found["undeclared"] == Matched(None, 4096, (("lm.d_model", 32),), False)
+    with pytest.raises(LookupError, match="the baseline undeclared declares no decoding state"):
+        match_widths(configs, Task(), ["lm.d_model"], "undeclared", 0.1, measure)
+
+
+def test_a_model_without_state_size_has_no_state() -> None:
+    class Decoding:
+        def state_size(self, n: int) -> int:
+            return 2 * n * 8
+
+    assert state_of(Decoding(), 10) == 160
+    assert state_of(object(), 10) is None
