@@ -31,9 +31,11 @@ class LMConfig:
     d_model: int = MISSING
     num_layers: int = MISSING
     ff_dim: int = MISSING
+    ff: str = MISSING  # gelu | swiglu (attnx.nn.transformer.FEED_FORWARDS)
     dropout: float = MISSING
     positions: str = MISSING
     max_len: int = MISSING
+    conv: int = MISSING  # short causal convolution's kernel size before each mechanism; 0 = none
 
 
 @dataclass

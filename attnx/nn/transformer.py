@@ -13,10 +13,12 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from torch.utils._pytree import tree_map
 
 from attnx.nn.attention import Attention, Mechanism
+from attnx.nn.conv import ShortConvolution
 from attnx.nn.positions import Positions
 
 # What a role asks of a mechanism: the capability flags it must declare, and why.
@@ -95,35 +97,115 @@ class FeedForward(nn.Sequential):
         )
 
 
-class SelfAttentionBlock(nn.Module):
-    """x += SelfAttn(LN(x)); x += FFN(LN(x)): an encoder's block attending both ways, or with `causal` a
-    decoder-only model's (GPT's block). `ff_dim` = 0 leaves out the feed-forward sublayer (attention-only
-    models, as in Zoology's recall experiments)."""
+class SwiGLU(nn.Module):
+    """FFN(x) = W₂ dropout(SiLU(W₁ x) ⊙ W₃ x), without biases (Shazeer 2020, "GLU Variants Improve
+    Transformer"; SiLU = Swish₁, x·σ(x)): the MLP that MAD's models interleave with their mixers. Three
+    d_model × ff_dim matrices where GELU's FFN has two."""
 
-    ff: FeedForward | None
+    def __init__(self, d_model: int, ff_dim: int, dropout: float) -> None:
+        super().__init__()
+        self.w1 = nn.Linear(d_model, ff_dim, bias=False)
+        self.w3 = nn.Linear(d_model, ff_dim, bias=False)
+        self.w2 = nn.Linear(ff_dim, d_model, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.w2(self.dropout(F.silu(self.w1(x)) * self.w3(x)))
+
+
+FEED_FORWARDS: dict[str, type[FeedForward | SwiGLU]] = {"gelu": FeedForward, "swiglu": SwiGLU}
+
+
+def feed_forward(kind: str, d_model: int, ff_dim: int, dropout: float) -> FeedForward | SwiGLU | None:
+    """The feed-forward sublayer named `kind` (a key of FEED_FORWARDS), None when `ff_dim` = 0 (the kind
+    is checked either way, so a mistyped name never passes unnoticed)."""
+    if kind not in FEED_FORWARDS:
+        raise ValueError(f"ff must be one of {', '.join(FEED_FORWARDS)}; got ff={kind!r}")
+    return FEED_FORWARDS[kind](d_model, ff_dim, dropout) if ff_dim else None
+
+
+class BlockState(NamedTuple):
+    """A causal `SelfAttentionBlock`'s decoding state: its site's `KVCache` and, with a short
+    convolution, its last k−1 normed inputs (None without one)."""
+
+    cache: KVCache
+    conv: torch.Tensor | None
+
+    def select(self, index: torch.Tensor) -> BlockState:
+        """Reorder the batch (beam search, sampling several continuations)."""
+        conv = None if self.conv is None else self.conv.index_select(0, index)
+        return BlockState(self.cache.select(index), conv)
+
+
+class SelfAttentionBlock(nn.Module):
+    """x += SelfAttn(Conv(LN(x))); x += FFN(LN(x)): an encoder's block attending both ways, or with `causal`
+    a decoder-only model's (GPT's block). `ff_dim` = 0 leaves out the feed-forward sublayer (attention-only
+    models, as in Zoology's recall experiments); `ff` chooses it (FEED_FORWARDS: gelu, swiglu). `conv` = k
+    > 0 puts a short causal convolution of kernel k (attnx.nn.conv, Zoology's) on the mechanism's input,
+    so its queries, keys and values each see the last k tokens; 0 (the default) puts none."""
+
+    ff: FeedForward | SwiGLU | None
+    conv: ShortConvolution | None
 
     def __init__(
-        self, d_model: int, attention: Mechanism, ff_dim: int, dropout: float, causal: bool = False
+        self,
+        d_model: int,
+        attention: Mechanism,
+        ff_dim: int,
+        dropout: float,
+        causal: bool = False,
+        ff: str = "gelu",
+        conv: int = 0,
     ) -> None:
         super().__init__()
         self.norm_attn = nn.LayerNorm(d_model)
+        self.conv = ShortConvolution(d_model, conv) if conv else None
         self.attention = AttentionSite(attention, d_model, "causal" if causal else "self")
-        if ff_dim:
+        self.ff = feed_forward(ff, d_model, ff_dim, dropout)
+        if self.ff is not None:
             self.norm_ff = nn.LayerNorm(d_model)
-            self.ff = FeedForward(d_model, ff_dim, dropout)
-        else:
-            self.ff = None
         self.dropout = nn.Dropout(dropout)
 
     def forward(
         self, x: torch.Tensor, mask: torch.Tensor, positions: Positions, need_weights: bool
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         h = self.norm_attn(x)
+        if self.conv is not None:
+            h, _ = self.conv(h)
         context, weights = self.attention(h, self.attention.prepare(h, mask), positions, need_weights)
-        x = x + self.dropout(context)
-        if self.ff is not None:
-            x = x + self.dropout(self.ff(self.norm_ff(x)))
-        return x, weights
+        return self._feed_forward(x + self.dropout(context)), weights
+
+    def decode(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor,
+        positions: Positions,
+        state: BlockState | None,
+        need_weights: bool = False,
+    ) -> tuple[torch.Tensor, BlockState, torch.Tensor | None]:
+        """x [B, Tn, D] at the positions after `state` (None: from 0) -> (x, the state with x appended,
+        weights): a prompt's prefill passes it whole with state None, a decoding step one token. A causal
+        block's `forward` over the whole sequence equals the steps."""
+        h = self.norm_attn(x)
+        conv = None
+        if self.conv is not None:
+            h, conv = self.conv(h, None if state is None else state.conv)
+        cache = self.attention.cache(h, mask, None if state is None else state.cache)
+        context, weights = self.attention(h, cache.prepared, positions, need_weights)
+        return self._feed_forward(x + self.dropout(context)), BlockState(cache, conv), weights
+
+    def _feed_forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.ff is None:
+            return x
+        return x + self.dropout(self.ff(self.norm_ff(x)))
+
+    def state_size(self, n: int) -> int | None:
+        """Numbers a causal block's decoding state holds per sequence after n tokens: its site's cache
+        (`KVCache.state_size`; None when the mechanism declares none) plus the convolution's k−1 inputs."""
+        cached = KVCache.state_size(self.attention.mechanism, n)
+        if cached is None:
+            return None
+        return cached + (0 if self.conv is None else self.conv.state_size())
 
 
 class DecoderBlock(nn.Module):

@@ -70,6 +70,8 @@ def test_alpha_sets_how_far_queries_sit_from_the_pairs() -> None:
         (["lm.positions=rotary"], "positions must be one of sinusoidal, learned, none"),
         (["lm.num_layers=0"], "lm.num_layers=0: must be a positive integer"),
         (["lm.ff_dim=-1"], "lm.ff_dim=-1: must be a non-negative integer"),
+        (["lm.ff=relu"], "ff must be one of gelu, swiglu; got ff='relu'"),
+        (["lm.conv=-1"], "conv must be 0 (none) or a kernel size >= 1; got conv=-1"),
     ],
 )
 def test_bad_lm_configs_fail_before_training_in_one_line(
