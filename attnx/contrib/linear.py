@@ -6,10 +6,13 @@ per head
 
 costs O(N·d²) instead of softmax's O(N²·d): S and z are sums that every query shares (all keys), or
 prefix sums (causal). It is the attention matrix A_ij = φ(q_i)·φ(k_j) / Σ_{visible j'} φ(q_i)·φ(k_j')
-applied to V, which `need_weights=True` returns.
+applied to V, which `need_weights=True` returns. Decoding is the paper's RNN: the cache becomes the state
+(S, z) once that is smaller than the keys themselves, and a step adds one key to it, O(d²) per token.
 
     attnx train encoder=self_attn encoder/attention=linear decoder=transformer decoder/attention=linear
 """
+
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -19,6 +22,15 @@ from attnx import HeadsAttention, Positions, register_attention, visible
 # queries per chunk of the causal prefix-sum form: C×C products inside a chunk, d×d states across chunks;
 # at d = 16 per head on a CPU, 16 and 32 ran within 10 % of each other and 64 a quarter slower (benchmarks/)
 CHUNK = 32
+
+Keys = tuple[torch.Tensor, torch.Tensor, torch.Tensor]  # prepare's per-key form: φ(K), V, mask
+
+
+class LinearState(NamedTuple):
+    """The recurrent form of a decoding cache: S' = Σ_j φ(k_j) [v_j; 1]ᵀ over the real keys so far,
+    [B, H, F, d + 1] (S and z side by side), for a query after all of them."""
+
+    summed: torch.Tensor
 
 
 def feature_map(x: torch.Tensor) -> torch.Tensor:
@@ -34,25 +46,19 @@ def normalised(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tens
     return numerator / denominator.clamp_min(torch.finfo(denominator.dtype).tiny)
 
 
-def kernel_weights(phi_q: torch.Tensor, phi_k: torch.Tensor, seen: torch.Tensor) -> torch.Tensor:
-    """A_ij = φ(q_i)·φ(k_j) / Σ_{visible j'} φ(q_i)·φ(k_j'), 0 where `seen` is False: [B, H, Tq, Tk]."""
-    a = (phi_q @ phi_k.transpose(-1, -2)).masked_fill(~seen, 0)
-    return normalised(a, a.sum(-1, keepdim=True))
-
-
 def with_ones(v: torch.Tensor) -> torch.Tensor:
     """[v, 1]: the ones column carries z through every product, so one matmul gives φ(q)ᵀS and φ(q)ᵀz."""
     return torch.cat([v, torch.ones_like(v[..., :1])], -1)
 
 
-def global_linear(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """out_i = φ(q_i)ᵀ S / φ(q_i)ᵀ z with S = φ(K)ᵀ V [d, d_v] and z = Σ_j φ(k_j) over all keys."""
-    out = phi_q @ (phi_k.transpose(-1, -2) @ with_ones(v))
-    return normalised(out[..., :-1], out[..., -1:])
+def summed(phi_k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """S' = φ(K)ᵀ [V, 1] = [S, z] over the keys given, [B, H, F, d + 1]; a key with φ = 0 adds nothing."""
+    return phi_k.transpose(-1, -2) @ with_ones(v)
 
 
 def causal_linear(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, chunk: int) -> torch.Tensor:
-    """out_i with S_i, z_i over keys j ≤ i, query i and key i at the same index: [B, H, N, d_v].
+    """φ(q_i)ᵀ [S_i, z_i] over keys j ≤ i, query i and key i at the same index: [B, H, N, d_v + 1], the
+    numerator and the denominator side by side.
 
     Chunks of C positions: a query sees the earlier chunks through their summed states (an exclusive
     prefix sum of per-chunk φ(K_c)ᵀ [V_c, 1]) and its own chunk through the lower triangle of the C×C
@@ -66,8 +72,7 @@ def causal_linear(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, chu
     states = phi_k.transpose(-1, -2) @ v  # per chunk
     states = states.cumsum(2) - states  # exclusive prefix sum: chunk c sees chunks 0..c-1
     out = phi_q @ states + (phi_q @ phi_k.transpose(-1, -2)).tril() @ v
-    out = out.flatten(2, 3)[:, :, :n]
-    return normalised(out[..., :-1], out[..., -1:])
+    return out.flatten(2, 3)[:, :, :n]
 
 
 @register_attention("linear")
@@ -75,11 +80,18 @@ class LinearAttention(HeadsAttention):
     """Multi-head linear attention: head_h = the kernel attention above on q W_h^Q, K W_h^K, V W_h^V,
     output = [head_1; ...; head_H] W^O, d = query_dim / H per head. Takes no score: φ is its similarity.
 
-    Three paths compute the same output: one d×d state shared by every query when nothing is causal
+    Three paths compute the same output: one state S' shared by every query when nothing is causal
     (encoders, cross-attention, pooling; positions may be None); the chunked prefix sum for causal
     self-attention over aligned positions; the explicit Tq×Tk matrix for other causal shapes (a decoding
-    step, Tq = 1, is O(Tk)) and whenever the weights are asked for. Incremental: a cache keeps φ(K W^K)
-    and V W^V.
+    step over a short cache) and whenever the weights are asked for.
+
+    Incremental: `prepare` keeps φ(K W^K) and V W^V, F + d numbers per key and head; `extend` appends to
+    them while that is no more than the state S', F·(d + 1), and turns the cache into S' (`LinearState`)
+    after, adding each new key to it. A step from the state answers one query after every key in it, in
+    O(F·d) and constant memory; it holds no keys, so it returns no weights.
+
+    Subclasses change the kernel alone: `phi` (and `features`, its width per head), the projections W^Q
+    and W^K (any width H·f), `normalised` and `kernel` (the reference's); everything else is shared.
     """
 
     default_score = None
@@ -91,45 +103,77 @@ class LinearAttention(HeadsAttention):
     incremental = True
     memory_growth = 1
 
-    def prepare(
-        self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(φ(K W^K) [B, H, Tk, d], V W^V [B, H, Tk, d], mask [B, 1, 1, Tk]), 0 at padded keys."""
+    @property
+    def features(self) -> int:
+        """F: the width of φ(q) and φ(k) per head."""
+        return self.head_dim
+
+    def phi(self, x: torch.Tensor) -> torch.Tensor:
+        return feature_map(x)
+
+    def normalised(self, numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
+        return normalised(numerator, denominator)
+
+    def kernel(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
+        """φ(q_i)·φ(k_j) for every pair, [B, H, Tq, Tk]: the reference's, written from the kernel's own
+        definition (a subclass may write it without φ)."""
+        return self.phi(q) @ self.phi(k).transpose(-1, -2)
+
+    def _split(self, x: torch.Tensor) -> torch.Tensor:
+        """[B, T, H·w] -> [B, H, T, w], for the queries' and keys' width f as for the values' d."""
+        return x.unflatten(-1, (self.num_heads, -1)).transpose(1, 2)
+
+    def state_size(self, n: int) -> int:
+        """H · min(n·(F + d), F·(d + 1)): the keys while they are fewer numbers than S', then S'."""
+        f, d = self.features, self.head_dim
+        return self.num_heads * min(n * (f + d), f * (d + 1))
+
+    def prepare(self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> Keys:
+        """(φ(K W^K) [B, H, Tk, F], V W^V [B, H, Tk, d], mask [B, 1, 1, Tk]), 0 at padded keys."""
         k, v = self.key_value_heads(keys, values, mask)
         padded = ~mask[:, None, :, None]
-        phi_k = feature_map(k).masked_fill(padded, 0)  # φ(0) = 1: a padded key must weigh nothing
+        phi_k = self.phi(k).masked_fill(padded, 0)  # φ(0) ≠ 0: a padded key must weigh nothing
         return phi_k, v, mask[:, None, None, :]
 
     def extend(
-        self,
-        prepared: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        mask: torch.Tensor,
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        phi_k, v, m = prepared
-        new_phi_k, new_v, new_m = self.prepare(keys, values, mask)
-        return torch.cat([phi_k, new_phi_k], 2), torch.cat([v, new_v], 2), torch.cat([m, new_m], -1)
+        self, prepared: Keys | LinearState, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
+    ) -> Keys | LinearState:
+        phi_k, v, m = self.prepare(keys, values, mask)
+        if isinstance(prepared, LinearState):
+            return LinearState(prepared.summed + summed(phi_k, v))
+        phi_k, v, m = (torch.cat(pair, dim) for pair, dim in zip(zip(prepared, (phi_k, v, m)), (2, 2, -1)))
+        if phi_k.size(2) * (self.features + self.head_dim) <= self.features * (self.head_dim + 1):
+            return phi_k, v, m  # the keys are still the smaller cache
+        return LinearState(summed(phi_k, v))  # padded keys have φ = 0: the sum holds the real ones
 
     def attend(
         self,
         query: torch.Tensor,
-        prepared: tuple[torch.Tensor, torch.Tensor, torch.Tensor],
+        prepared: Keys | LinearState,
         need_weights: bool = True,
         positions: Positions | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        phi_k, values, mask = prepared
-        phi_q = feature_map(self._split(self.W_q(query)))
+        phi_q = self.phi(self._split(self.W_q(query)))
         causal = positions is not None and positions.causal
-        weights = None
-        if need_weights or (positions is not None and positions.causal and not positions.aligned()):
-            weights = kernel_weights(phi_q, phi_k, visible(mask, positions))
-            heads = weights @ values
-        elif causal:
-            heads = causal_linear(phi_q, phi_k, values, CHUNK)
-        else:
-            heads = global_linear(phi_q, phi_k, values)
-        return self._merge(heads), weights if need_weights else None
+        if isinstance(prepared, LinearState):
+            if causal and query.size(1) > 1:
+                raise ValueError(
+                    f"{type(self).__name__}'s recurrent state answers one causal query at a time, got "
+                    f"{query.size(1)}: it holds the keys' sum, not their order"
+                )
+            return self._merge(self.read(phi_q @ prepared.summed)), None
+        phi_k, values, mask = prepared
+        if need_weights or (causal and positions is not None and not positions.aligned()):
+            a = (phi_q @ phi_k.transpose(-1, -2)).masked_fill(~visible(mask, positions), 0)
+            weights = self.normalised(a, a.sum(-1, keepdim=True))
+            return self._merge(weights @ values), weights if need_weights else None
+        if causal:
+            return self._merge(self.read(causal_linear(phi_q, phi_k, values, CHUNK))), None
+        return self._merge(self.read(phi_q @ summed(phi_k, values))), None
+
+    def read(self, out: torch.Tensor) -> torch.Tensor:
+        """φ(q)ᵀS / φ(q)ᵀz from φ(q)ᵀ [S, z], [..., d + 1]."""
+        return self.normalised(out[..., :-1], out[..., -1:])
 
     def reference(
         self,
@@ -148,6 +192,6 @@ class LinearAttention(HeadsAttention):
         seen = mask[:, None, None, :]
         if positions is not None and positions.causal:
             seen = seen & (positions.relative(4) <= 0)  # key position j ≤ query position i
-        a = (feature_map(q) @ feature_map(k).transpose(-1, -2)).masked_fill(~seen, 0)
-        a = a / a.sum(-1, keepdim=True)
+        a = self.kernel(q, k).masked_fill(~seen, 0)
+        a = self.normalised(a, a.sum(-1, keepdim=True))
         return self._merge(a @ v), a if need_weights else None

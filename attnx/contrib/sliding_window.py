@@ -4,15 +4,16 @@ multi-head attention in which query i sees only the keys within `window` = w pos
     head_h(i) = Σ_{j ∈ W(i)} softmax_j(f(q_i W_h^Q, k_j W_h^K)) v_j W_h^V,
     W(i) = {j : i − w < j ≤ i}  (causal)   or   {j : |i − j| < w}  (bidirectional),
 
-so self-attention over N positions costs O(N·w) time and memory instead of O(N²). Any score, position
-scores (alibi, rope, t5_bias) included; the window is measured in positions, so it needs them.
+so self-attention over N positions costs O(N·w) time and memory instead of O(N²), and decoding keeps the
+last w keys and values alone: O(w) memory and time per token, however long the sequence. Any score,
+position scores (alibi, rope, t5_bias) included; the window is measured in positions, so it needs them.
 
     attnx train encoder=self_attn encoder/attention=sliding_window encoder.attention.window=8 \
         decoder=transformer decoder/attention=sliding_window
 """
 
 import math
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -27,6 +28,27 @@ def continued(position: torch.Tensor, before: int, after: int) -> torch.Tensor:
     return torch.cat([position[:, :1] - step[:before].flip(0), position, position[:, -1:] + step[:after]], -1)
 
 
+class Window(NamedTuple):
+    """The decoding cache: the last (at most) w keys' K W^K [B, H, w, d], the score's prepared keys, V W^V,
+    their mask [B, 1, 1, w] and their positions [B, w], oldest first."""
+
+    keys: torch.Tensor
+    scored: Any
+    values: torch.Tensor
+    mask: torch.Tensor
+    position: torch.Tensor
+
+
+def last(w: int, dim: int, old: torch.Tensor, new: torch.Tensor) -> torch.Tensor:
+    """The last w entries along `dim` of `old` followed by `new`, as a tensor of their own: a slice of the
+    concatenation would keep the whole of it alive."""
+    n_new = min(new.size(dim), w)
+    n_old = min(old.size(dim), w - n_new)
+    return torch.cat(
+        [old.narrow(dim, old.size(dim) - n_old, n_old), new.narrow(dim, new.size(dim) - n_new, n_new)], dim
+    )
+
+
 @register_attention("sliding_window")
 class SlidingWindowAttention(MultiHeadAttention):
     """`MultiHeadAttention` restricted to a band of width `window` (≥ 1) around each query; the band is
@@ -37,6 +59,11 @@ class SlidingWindowAttention(MultiHeadAttention):
     `Positions` for the block, so O(N·w). Other shapes (a decoding step) and `need_weights=True` mask the
     full Tq×Tk scores with the band. Cross-attention is not offered: a window over another sequence's
     positions is Luong's local attention (`local_window`).
+
+    Incremental: `extend` turns `prepare`'s keys into a `Window` of the last w, with their positions, and
+    slides it by the new keys; a step attends over the window at its own positions (a query after its
+    keys: the decoder's next token), O(w). Once the window is full it no longer holds a whole row of keys,
+    and a step asked for weights returns None.
     """
 
     cross_attention = False
@@ -50,6 +77,31 @@ class SlidingWindowAttention(MultiHeadAttention):
             raise ValueError(f"sliding_window needs window >= 1, got {window}")
         self.window = window
 
+    def state_size(self, n: int) -> int:
+        """`MultiHeadAttention`'s K/V cache of the last min(n, w) keys: 2·min(n, w)·D (with scaled_dot)."""
+        return super().state_size(min(n, self.window))
+
+    def extend(  # type: ignore[override]  # a Window, where multi_head's cache is its 4-tuple
+        self,
+        prepared: tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor] | Window,
+        keys: torch.Tensor,
+        values: torch.Tensor,
+        mask: torch.Tensor,
+    ) -> Window:
+        k, _, v, m = self.prepare(keys, values, mask)
+        if isinstance(prepared, Window):
+            old_k, _, old_v, old_m, position = prepared
+        else:  # prepare's keys, at positions 0..Tk-1
+            old_k, _, old_v, old_m = prepared
+            position = torch.arange(old_m.size(-1), device=k.device).expand(k.size(0), -1)
+        after = position[:, -1:] + 1 + torch.arange(keys.size(1), device=k.device)
+        position = last(self.window, 1, position, after)
+        k = last(self.window, 2, old_k, k)
+        # the score's key work runs on the window again: only a score knows whether it is per key
+        return Window(
+            k, self.score.prepare(k), last(self.window, 2, old_v, v), last(self.window, 3, old_m, m), position
+        )
+
     def band(self, mask: torch.Tensor, positions: Positions) -> torch.Tensor:
         """The keys each query may see before causality: real keys within the window, and its own key.
         A padded query would otherwise see no key at all in its window; softmax over nothing is NaN, and
@@ -60,12 +112,17 @@ class SlidingWindowAttention(MultiHeadAttention):
     def attend(
         self,
         query: torch.Tensor,
-        prepared: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor],
+        prepared: tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor] | Window,
         need_weights: bool = True,
         positions: Positions | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if positions is None:
             raise ValueError("sliding_window needs positions: its window is measured in them")
+        if isinstance(prepared, Window):
+            at = Positions(positions.query, prepared.position, positions.causal)
+            full = prepared.position.size(-1) == self.window  # then keys before the window are not in it
+            band = self.band(prepared.mask, at)
+            return super().attend(query, (*prepared[:3], band), need_weights and not full, at)
         k, keys, values, mask = prepared
         if need_weights or not positions.aligned():
             return super().attend(
