@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
+from torch.utils._pytree import tree_flatten
 
 from attnx.nn.positions import Positions
 from attnx.nn.scores import ScaledDotScore, Score, ScoreFactory, build_score
@@ -48,6 +49,37 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
 
 
+def stored(tree: Any, given: Iterable[torch.Tensor] = ()) -> int:
+    """Numbers held by the floating-point tensors in `tree` (nested tuples, lists, dicts): each storage
+    once, and whole, since a view keeps all of its storage alive; the storages of `given` (a caller's
+    tensors) left out. Masks and counters (bool, integer) are not state."""
+    skip = {t.untyped_storage().data_ptr() for t in given}
+    held = {}
+    for leaf in tree_flatten(tree)[0]:
+        if isinstance(leaf, torch.Tensor) and leaf.is_floating_point():
+            storage = leaf.untyped_storage()
+            if storage.data_ptr() not in skip:
+                held[storage.data_ptr()] = storage.nbytes() // leaf.element_size()
+    return sum(held.values())
+
+
+def score_state(score: Score, keys: torch.Tensor) -> int:
+    """Numbers `score.prepare(keys)` keeps beyond the keys themselves: 0 for the identity of the dot
+    scores, a copy's for per-key work (U·k of additive, cosine's normalised keys). Measured on `keys`,
+    since only a score knows what its prepare returns."""
+    with torch.no_grad():
+        return stored(score.prepare(keys), given=(keys,))
+
+
+def probe_keys(module: nn.Module, *shape: int) -> torch.Tensor:
+    """Zeros of `shape` in the dtype and on the device of `module`'s parameters (torch's defaults when it
+    has none): keys to measure a score's `prepare` with."""
+    like = next(module.parameters(), None)
+    if like is None:
+        return torch.zeros(shape)
+    return torch.zeros(shape, dtype=like.dtype, device=like.device)
+
+
 class Attention(nn.Module):
     """Base class of the `attention` kind.
 
@@ -71,7 +103,8 @@ class Attention(nn.Module):
 
     `memory_growth` k: self-attention over N positions needs O(N^k) memory at most; 2 for the N×N
     weights of softmax attention, 1 for a mechanism that never builds them (`attnx bench` holds each row
-    to the budget it implies).
+    to the budget it implies). `state_size(n)`: what decoding keeps per sequence (MAD's and Zoology's
+    state axis), which the kit's `state` check counts in a site's cache.
     """
 
     placement: ClassVar[str] = "after"
@@ -126,6 +159,15 @@ class Attention(nn.Module):
         """`prepare` of the keys behind `prepared` followed by these [B, Tn, ·]; only when `incremental`.
         Every tensor in the result is batch-first, so a beam search can reorder the cache."""
         raise NotImplementedError(f"{type(self).__name__} is not incremental")
+
+    def state_size(self, n: int) -> int | None:
+        """Numbers (tensor elements, all heads) this mechanism keeps per sequence to decode the token after
+        n tokens of causal self-attention: what its cache holds after `prepare` and `extend`s. None:
+        undeclared (the default; the kit's `state` check fails a causal mechanism that leaves it so).
+
+        A mechanism that is not `incremental` counts what `prepare` keeps beyond the keys and values it is
+        given: a site keeps those n·D inputs itself, to re-prepare them (`KVCache.state_size`)."""
+        return None
 
     def attend_at(
         self, query: torch.Tensor, prepared: Any, positions: Positions | None, need_weights: bool = True
@@ -223,6 +265,11 @@ class ScoredAttention(Attention):
     ) -> tuple[Any, torch.Tensor, torch.Tensor]:
         # zero padded values: their weight is 0, but 0·NaN would still poison the context
         return self.score.prepare(keys), values.masked_fill(~mask.unsqueeze(-1), 0), mask
+
+    def state_size(self, n: int) -> int:
+        """The masked values, n·value_dim, and the score's per-key work beyond the keys (which a site
+        keeps)."""
+        return n * self.value_dim + score_state(self.score, probe_keys(self, 1, n, self.key_dim))
 
     def attend(
         self,
@@ -400,6 +447,12 @@ class MultiHeadAttention(HeadsAttention):
         # the score's key work runs on all keys again: it is free for dot scores, and only a score
         # knows whether its prepare is position-by-position
         return k, self.score.prepare(k), torch.cat([v, new_v], dim=2), torch.cat([m, new_m], dim=-1)
+
+    def state_size(self, n: int) -> int:
+        """The K/V cache: K W^K and V W^V, 2·n·query_dim, and what the score's `prepare` keeps beyond the
+        projected keys (nothing for scaled_dot)."""
+        keys = probe_keys(self, 1, self.num_heads, n, self.head_dim)
+        return 2 * n * self.query_dim + score_state(self.score, keys)
 
     def attend(
         self,

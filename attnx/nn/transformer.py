@@ -39,12 +39,24 @@ def refusal(cls: type[Attention], role: str) -> str | None:
 
 
 class KVCache(NamedTuple):
-    """A causal self-attention site's past, per sequence: the keys/values it attended to (its normed
-    inputs, [B, t, D]), their mask [B, t] and, for an incremental mechanism, `prepare`'s result."""
+    """A causal self-attention site's past, per sequence: `prepare`'s result over the tokens so far and,
+    for a mechanism that re-prepares (not `incremental`), the keys/values it attended to (its normed
+    inputs, [B, t, D]) and their mask [B, t]; an incremental mechanism's cache is its own state alone
+    (inputs and mask None), so one whose state does not grow decodes in constant memory."""
 
-    inputs: torch.Tensor
-    mask: torch.Tensor
+    inputs: torch.Tensor | None
+    mask: torch.Tensor | None
     prepared: Any
+
+    @staticmethod
+    def state_size(mechanism: Attention, n: int) -> int | None:
+        """Numbers per sequence a site's cache holds after n tokens of `mechanism`: its declared
+        `Attention.state_size`, plus the n·key_dim inputs it re-prepares from when it is not incremental
+        (None: undeclared)."""
+        declared = mechanism.state_size(n)
+        if declared is None or mechanism.incremental:
+            return declared
+        return declared + n * mechanism.key_dim
 
     def select(self, index: torch.Tensor) -> KVCache:
         """Reorder the batch (beam search): every tensor is batch-first by the contract."""
@@ -79,13 +91,16 @@ class AttentionSite(nn.Module):
 
     def cache(self, h: torch.Tensor, mask: torch.Tensor, cache: KVCache | None) -> KVCache:
         """The cache after appending h [B, Tn, D] (mask [B, Tn]): incremental mechanisms extend what
-        they prepared; others re-prepare all stored keys, which re-runs no earlier layer or step."""
-        if cache is None:
-            return KVCache(h, mask, self.prepare(h, mask))
-        inputs, masks = torch.cat([cache.inputs, h], dim=1), torch.cat([cache.mask, mask], dim=1)
+        they prepared, keeping nothing else; others re-prepare all stored keys, which re-runs no earlier
+        layer or step."""
         if self.mechanism.incremental:
-            return KVCache(inputs, masks, self.mechanism.extend(cache.prepared, h, h, mask))
-        return KVCache(inputs, masks, self.prepare(inputs, masks))
+            if cache is None:
+                return KVCache(None, None, self.prepare(h, mask))
+            return KVCache(None, None, self.mechanism.extend(cache.prepared, h, h, mask))
+        if cache is not None:
+            assert cache.inputs is not None and cache.mask is not None  # kept for re-preparing
+            h, mask = torch.cat([cache.inputs, h], dim=1), torch.cat([cache.mask, mask], dim=1)
+        return KVCache(h, mask, self.prepare(h, mask))
 
 
 class FeedForward(nn.Sequential):
