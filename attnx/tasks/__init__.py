@@ -3,4 +3,18 @@
 Importing this package registers the built-in tasks.
 """
 
-from attnx.tasks import dates, files, g2p, induction, listops, mqar, sentiment, synthetic, vader  # noqa: F401  (each registers its tasks)
+from attnx.tasks import (  # noqa: F401  (each registers its tasks)
+    compression,
+    copying,
+    dates,
+    files,
+    g2p,
+    induction,
+    listops,
+    memorization,
+    mqar,
+    recall,
+    sentiment,
+    synthetic,
+    vader,
+)
