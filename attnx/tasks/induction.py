@@ -1,4 +1,4 @@
-"""H3's in-context-learning synthetics (Fu, Dao et al. 2023, "Hungry Hungry Hippos", §3.1): induction
+"""H3's in-context-learning synthetics (Fu, Dao et al. 2023, "Hungry Hungry Hippos"): induction
 head and associative recall, language-modelling tasks whose one target is the last token.
 
 Over `vocab_size` tokens, as H3's (HazyResearch/safari, `src/dataloaders/synthetics.py`): S =
@@ -15,15 +15,15 @@ query that starts with `=>`, and the answer a, the token to predict next:
   is k₁ v(k₁) … k_{L/2} v(k_{L/2}); the query q is uniform over the distinct keys present (H3's
   `allow_dot` = False), and the sequence is the prompt `=>` q a with a = v(q) (`num_keys` = 1).
 
-The model reads the sequence without a; the target at the last position is a and PAD elsewhere, so
-`LMModule`'s accuracy is H3's `accuracy_ignore_index` on its test split, the answer only. H3 also trains
-on every next token; here training sees the answer only. Defaults are H3's configs
-(`configs/pipeline/induction_head.yaml`: vocab_size 20, input_seq_len 30; `configs/dataset/
-icl_synthetics.yaml` for associative recall: vocab_size 20, input_seq_len 40, 5000 training and 500 test
-examples; batch size 32 in `configs/experiment/synthetics/*/base.yaml`), and they vary vocab_size (10,
-20, 30) and seq_len. Splits come from the seed alone and never share a sequence (H3 validates on its
-test split and removes repeats only within a split); `test_seq_len` lengthens the test
-prompts (H3's `test_seq_len`), `val_like_test` draws val like test.
+The model reads the sequence without its answer a; the target at the last position is a and PAD
+elsewhere, so `LMModule`'s accuracy is H3's `accuracy_ignore_index` on its test split, the answer only.
+H3 also trains on every next token; here training sees the answer only. Defaults are H3's configs:
+`configs/dataset/icl_synthetics.yaml` (5000 training and 500 test examples; associative recall's
+vocab_size 20 and input_seq_len 40), `configs/pipeline/induction_head.yaml` (vocab_size 20,
+input_seq_len 30) and `configs/experiment/synthetics/*/base.yaml` (batch size 32); its other configs
+vary vocab_size (10, 30) and input_seq_len. Splits come from the seed alone and never share a sequence
+(H3 validates on its test split and removes repeats only within a split); `test_seq_len` lengthens the
+test prompts (H3's `test_seq_len`), `val_like_test` draws val like test.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ _RESERVED = 2  # H3's vocab_size counts `=>` and the no-op `.`
 
 
 class ICLSynthetic(SizedTask):
-    """A prompt, `=>`, a query, and the answer as the last position's only target (`lm` model kind).
+    """A prompt, a query that starts with `=>`, and the answer as the last position's only target (`lm`
+    model kind).
     Subclasses give `check_seq_len` and `sample`; H3's vocabulary size and split sizes are here."""
 
     model_type = "lm"
