@@ -17,6 +17,7 @@ COMMANDS = {
         "train a model; Hydra overrides, e.g. task=reverse attention=additive (-m: sweep)",
     ),
     "predict": ("attnx.predict", "decode or classify an input with a checkpoint: ckpt=PATH input='...'"),
+    "generate": ("attnx.generate", "continue a prompt with a trained lm (cached decoding): RUN 'PROMPT'"),
     "report": ("attnx.report.cli", "tabulate and plot every results.json under a (multi)run folder"),
     "compare": (
         "attnx.compare.cli",

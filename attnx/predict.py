@@ -146,8 +146,6 @@ def input_limit(spec: ModelSpec, requested: int | None) -> tuple[int, str]:
 def encode(task: Any, text: str, limit: tuple[int, str]) -> tuple[Any, Any]:
     """`src`, `src_len` of the input; too long or empty is a PredictError, and tokens the model
     never saw are named in a warning (they are read as <unk>)."""
-    from attnx.vocab import SPECIALS
-
     try:
         src, src_len = task.encode_source(text)
     except ValueError as error:
@@ -157,11 +155,28 @@ def encode(task: Any, text: str, limit: tuple[int, str]) -> tuple[Any, Any]:
         raise PredictError(
             f"input has {src.shape[1]} tokens, more than max_input_len={most}{origin}; shorten it"
         )
-    unknown = [t for t in task.tokenize(text) if t not in task.src_vocab.stoi and t not in SPECIALS]
+    unknown = unknown_tokens(task, text)
     if unknown:
-        shown = ", ".join(dict.fromkeys(unknown))
-        print(f"attnx predict: warning: read as <unk>, unknown to the model: {shown}", file=sys.stderr)
+        print(f"attnx predict: warning: read as <unk>, unknown to the model: {unknown}", file=sys.stderr)
     return src, src_len
+
+
+def unknown_tokens(task: Any, text: str) -> str:
+    """The tokens of `text` that the model's vocabulary lacks, each once, comma-separated ("" if none)."""
+    from attnx.vocab import SPECIALS
+
+    unknown = [t for t in task.tokenize(text) if t not in task.src_vocab.stoi and t not in SPECIALS]
+    return ", ".join(dict.fromkeys(unknown))
+
+
+def trained_task(spec: ModelSpec) -> Any:
+    """The spec's task with the trained vocabulary, its data never built: what reads and writes tokens."""
+    from attnx import registry
+    from attnx.vocab import Vocab
+
+    task = registry.build("task", spec.task)
+    task.src_vocab = Vocab(spec.src_itos)
+    return task
 
 
 def main(argv: list[str]) -> int:
@@ -181,9 +196,7 @@ def predict(ckpt: str, text: str, options: Any) -> int:
     """Print the model's output for `text`, then the most-attended source tokens per output step."""
     from omegaconf import OmegaConf
 
-    from attnx import registry
     from attnx.tasks.base import Batch
-    from attnx.vocab import Vocab
 
     decode = {k: options.decode[k] for k in options.decode if not OmegaConf.is_missing(options.decode, k)}
     dropped: list[str] | None = None if options.strict else []
@@ -191,8 +204,7 @@ def predict(ckpt: str, text: str, options: Any) -> int:
     if dropped:  # in the output itself: whoever reads the predictions learns the model is not as trained
         print(f"strict=false: rebuilt without saved {'; '.join(dropped)} (today's defaults stand in)")
     spec = module.spec
-    task = registry.build("task", spec.task)
-    task.src_vocab = Vocab(spec.src_itos)  # the trained vocabulary; the task's data is never built
+    task = trained_task(spec)
     src, src_len = encode(task, text, input_limit(spec, options.max_input_len))
     return ANSWERS[spec.model_type](module, task, Batch(src, src_len), options)
 

@@ -26,6 +26,7 @@ LAYERS = {
     "attnx.compare": 4,
     "attnx.bench": 4,
     "attnx.predict": 4,
+    "attnx.generate": 4,
     "attnx.dashboard": 4,
     "attnx.sync": 4,
     "attnx.plugins": 4,
