@@ -35,7 +35,11 @@ difference):
                    and 30 (where exp of unshifted logits overflows), with and without weights
   cached_decoding  one token at a time through `AttentionSite.cache` equals a full causal pass over
                    the prefix, also after a beam-search reorder (`KVCache.select`), with and without
-                   weights                                                                   (causal)
+                   weights; a step may return no weights when the state does not grow, state_size(2n) ==
+                   state_size(n) (a recurrent state keeps nothing per key)                     (causal)
+  state            decoding token by token, the cache holds per sequence what `Attention.state_size(n)`
+                   declares (plus the n·D inputs a site keeps for a mechanism that re-prepares), at n = 1
+                   to 67; an undeclared state fails                                          (causal)
   reference        forward equals the plugin's `Attention.reference`, its plain formula, at lengths
                    1 to 67, alone and padded                                    (a plugin that ships one)
   compiled         `attend` traced whole by Dynamo in an rnn decoder's compiled call (Tq = 1, no
@@ -52,7 +56,7 @@ sequences with 5, 3 and 1 valid tokens and the parameters as initialised, in eva
 with perturbed parameters (as after training: a term initialised at zero shows) in train mode with every
 nn.Dropout at p = 0; and 67 and 37 tokens (past any block of 8 to 64, ending in a partial one) with
 perturbed parameters in eval mode. gradients and weights_used judge perturbed parameters only (a gate
-initialised at zero blocks both at step 0); precision and reference run in the long setting.
+initialised at zero blocks both at step 0); precision, reference and state run in the long setting.
 
 `check_attention(cls, score, checks=("causality",))` runs chosen checks alone; every check function
 returns the names of the checks that applied and passed. `check_all(name)` runs the kit on one plugin
@@ -62,8 +66,8 @@ it too.
 
 The inputs (the subject, the settings, the calls, the helpers that compare outputs) are in `cases.py`,
 what a check is in `base.py`, the checks in `contract.py` (the 2015 contract), `order.py` (what a query
-may see) and `fidelity.py` (whether what is returned is what is computed), and their order in
-`checks.py`.
+may see), `fidelity.py` (whether what is returned is what is computed), `state.py` (what decoding
+keeps) and `compiled.py`, and their order in `checks.py`.
 """
 
 from __future__ import annotations

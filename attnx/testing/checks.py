@@ -1,10 +1,10 @@
 """Every check of the kit by name, in the order they run: the contract's (`contract`), what a query may
-see (`order`), whether what a mechanism returns is what it computes (`fidelity`), and whether it computes
-the same compiled (`compiled`)."""
+see (`order`), whether what a mechanism returns is what it computes (`fidelity`), whether decoding keeps
+the state it declares (`state`), and whether it computes the same compiled (`compiled`)."""
 
 from __future__ import annotations
 
-from attnx.testing import compiled, contract, fidelity, order
+from attnx.testing import compiled, contract, fidelity, order, state
 from attnx.testing.base import Check
 
 ORDER = (
@@ -25,9 +25,13 @@ ORDER = (
     "gradients",
     "precision",
     "cached_decoding",
+    "state",
     "reference",
     "compiled",
 )
 
-_ALL = {check.name: check for check in (*contract.CHECKS, *order.CHECKS, *fidelity.CHECKS, *compiled.CHECKS)}
+_ALL = {
+    check.name: check
+    for check in (*contract.CHECKS, *order.CHECKS, *fidelity.CHECKS, *state.CHECKS, *compiled.CHECKS)
+}
 CHECKS: dict[str, Check] = {name: _ALL[name] for name in ORDER}

@@ -1,13 +1,18 @@
 """Checks of what a query may see: queries of a call independent of each other (cross-attention), no
 later token in a causal output, no position in a position-free one, and decoding one token at a time
-through the key/value cache equal to the full pass."""
+through the key/value cache equal to the full pass; and that decoding (`decoding`), which the `state`
+check runs too."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+from collections.abc import Iterator
+from typing import NamedTuple
 
 import torch
 
+from attnx.nn.attention import Attention
 from attnx.nn.positions import Positions
 from attnx.nn.transformer import AttentionSite, KVCache
 from attnx.testing.base import ATOL, CACHE_ATOL, Check, causal, cross, registrar, require
@@ -123,10 +128,67 @@ def _permutation(subject: Subject, setting: Setting) -> None:
 @check("cached_decoding", applies=causal)
 def _cached_decoding(subject: Subject, setting: Setting) -> None:
     """One token at a time through `AttentionSite.cache` equals a full causal pass, also after a reorder,
-    with and without weights."""
-    site = _site(subject, setting)
-    x, mask = random_sequence(setting), key_mask(setting.lengths)
+    with and without weights. A mechanism whose state does not grow (`constant_state`: a recurrent state,
+    a full window) keeps nothing per key to weigh, so a cached step asked for weights may return None
+    instead; its context is compared all the same."""
+    site = causal_site(subject, setting)
     compared = {0, *edges(setting.tk)}
+    for step in decoding(site, setting, random_sequence(setting), key_mask(setting.lengths)):
+        t, x, mask = step.t, step.x, step.mask
+        if t not in compared:
+            continue  # the cache still grows at every step
+        at = Positions(Positions.span(1, start=t), Positions.span(t + 1), True)
+        with stepping(step.when, setting):
+            steps = [
+                site(x[:, t : t + 1], step.cache.prepared, at, need_weights) for need_weights in (True, False)
+            ]
+        prefix = self_case(x[:, : t + 1], mask[:, : t + 1], True, True, setting)
+        full = site(prefix.query, site.prepare(prefix.query, prefix.mask), prefix.positions, True)
+        reference = full[0][:, t:], None if full[1] is None else full[1][..., t:, :]
+        where = f"(causal self-attention, {step.when}; {setting}, float64, need_weights="
+        constant = constant_state(site.mechanism, t + 1)
+        require(
+            steps[0][1] is not None or constant,
+            f"{where}True): a cached step asked for weights returned None; only a mechanism whose state "
+            f"does not grow (state_size(2n) == state_size(n); {type(site.mechanism).__name__} declares "
+            f"{KVCache.state_size(site.mechanism, t + 1)} at n={t + 1}) may",
+        )
+        for need_weights, (context, weights) in zip((True, False), steps):
+            weighed = need_weights and weights is not None
+            gap = max_gap(
+                reference if weighed else reference[0],
+                (context, weights) if weighed else context,
+                mask[:, t : t + 1],
+            )
+            cached = "extended by `extend`" if subject.cls.incremental else "re-prepared"
+            require(
+                gap < CACHE_ATOL,
+                f"{where}{need_weights}): the cached step differs from a full causal pass over positions "
+                f"0..{t} (max diff {gap:.3g}); a step is one query at position t and the keys 0..t, {cached}",
+            )
+
+
+def constant_state(mechanism: Attention, n: int) -> bool:
+    """Whether the site's cache of `mechanism` holds as much after 2n tokens as after n (declared)."""
+    size = KVCache.state_size(mechanism, n)
+    return size is not None and size == KVCache.state_size(mechanism, 2 * n)
+
+
+class Step(NamedTuple):
+    """A decoding step: token t's index, its description for messages, the cache after it, and the
+    batch's inputs and mask (reordered from REORDER_AT on)."""
+
+    t: int
+    when: str
+    cache: KVCache
+    x: torch.Tensor
+    mask: torch.Tensor
+
+
+def decoding(site: AttentionSite, setting: Setting, x: torch.Tensor, mask: torch.Tensor) -> Iterator[Step]:
+    """x [B, T, D] (mask [B, T]) fed to `site.cache` one token at a time, as a decoder does, the batch
+    reordered by BEAMS after REORDER_AT steps (`KVCache.select`, as beam search does). Each token is a
+    fresh tensor, as a decoder's normed input is: a view would hold the whole sequence's storage."""
     cache: KVCache | None = None
     for t in range(setting.tk):
         if t == REORDER_AT:
@@ -134,38 +196,24 @@ def _cached_decoding(subject: Subject, setting: Setting) -> None:
             index = torch.tensor(BEAMS)[: setting.batch]
             cache, x, mask = cache.select(index), x[index], mask[index]
         when = f"step t={t}" + (f", after KVCache.select({list(BEAMS)})" if t >= REORDER_AT else "")
-        at = Positions(Positions.span(1, start=t), Positions.span(t + 1), True)
-        try:
-            cache = site.cache(x[:, t : t + 1], mask[:, t : t + 1], cache)
-            if t not in compared:
-                continue  # the cache still grows at every step
-            steps = [
-                site(x[:, t : t + 1], cache.prepared, at, need_weights) for need_weights in (True, False)
-            ]
-        except Exception as error:
-            raise AssertionError(
-                f"(causal self-attention, {when}; {setting}): decoding step failed: "
-                f"{type(error).__name__}: {error}"
-            ) from error
-        prefix = self_case(x[:, : t + 1], mask[:, : t + 1], True, True, setting)
-        full = site(prefix.query, site.prepare(prefix.query, prefix.mask), prefix.positions, True)
-        reference = full[0][:, t:], None if full[1] is None else full[1][..., t:, :]
-        for need_weights, step in zip((True, False), steps):
-            gap = max_gap(
-                reference if need_weights else reference[0],
-                step if need_weights else step[0],
-                mask[:, t : t + 1],
-            )
-            cached = "extended by `extend`" if subject.cls.incremental else "re-prepared"
-            require(
-                gap < CACHE_ATOL,
-                f"(causal self-attention, {when}; {setting}, float64, need_weights={need_weights}): the "
-                f"cached step differs from a full causal pass over positions 0..{t} (max diff {gap:.3g}); a "
-                f"step is one query at position t and the keys 0..t, {cached}",
-            )
+        with stepping(when, setting):
+            cache = site.cache(x[:, t : t + 1].clone(), mask[:, t : t + 1], cache)
+        yield Step(t, when, cache, x, mask)
 
 
-def _site(subject: Subject, setting: Setting) -> AttentionSite:
+@contextlib.contextmanager
+def stepping(when: str, setting: Setting) -> Iterator[None]:
+    """A decoding step's crash as the check's failure, naming the step."""
+    try:
+        yield
+    except Exception as error:
+        raise AssertionError(
+            f"(causal self-attention, {when}; {setting}): decoding step failed: "
+            f"{type(error).__name__}: {error}"
+        ) from error
+
+
+def causal_site(subject: Subject, setting: Setting) -> AttentionSite:
     """A causal self-attention site hosting the subject, built as the mechanism is (seed 0, float64),
     prepared for the setting."""
     mechanism = subject.mechanism()

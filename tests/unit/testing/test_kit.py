@@ -152,6 +152,9 @@ class Sound(Attention):
     def prepare(self, keys, values, mask):
         return keys, self.score.prepare(keys), self.hide(values, mask), mask
 
+    def state_size(self, n):
+        return n * (self.key_dim + self.value_dim)  # its keys and values (the score's prepare: the keys)
+
     def extend(self, prepared, keys, values, mask):
         old_keys, _, old_values, old_mask = prepared
         keys = torch.cat([old_keys, keys], dim=1)
@@ -215,7 +218,7 @@ class PoisonsThroughPadding(Sound):
     """Keeps padded values as they are: weight 0 times NaN is NaN."""
 
     def hide(self, values, mask):
-        return values
+        return values.clone()  # a copy, as Sound's: in self-attention the values are the keys' tensor
 
 
 class DeadParameter(Sound):
@@ -338,7 +341,7 @@ def test_the_unbroken_bases_pass_every_check() -> None:
     """Proves that the failures above come from the bugs."""
     assert check_attention(Sound) == APPLICABLE
     assert check_attention(Broken) == [
-        c for c in APPLICABLE if c not in ("causality", "permutation", "cached_decoding")
+        c for c in APPLICABLE if c not in ("causality", "permutation", "cached_decoding", "state")
     ]
 
 
@@ -346,7 +349,7 @@ def test_checks_apply_by_the_capability_flags() -> None:
     assert check_attention(MultiHeadAttention) == APPLICABLE  # no reference: it is the plain formula
     # no self-attention (so no causal checks), position_free: permutation of the keys only
     assert check_attention(NoAttention) == [
-        c for c in APPLICABLE if c not in ("causality", "cached_decoding")
+        c for c in APPLICABLE if c not in ("causality", "cached_decoding", "state")
     ]
     # a score that uses positions makes permutation meaningless
     assert "permutation" not in check_attention(MultiHeadAttention, DistanceBias)

@@ -177,9 +177,9 @@ class EvictsOneTooMany(SlidingWindowAttention):
     window (the newest key counted twice): query t sees t − w + 2..t, one key short."""
 
     def extend(self, prepared, keys, values, mask):
-        k, scored, v, m = super().extend(prepared, keys, values, mask)
-        kept = torch.arange(m.size(-1)) >= m.size(-1) - (self.window - 1)
-        return k, scored, v, m & kept
+        window = super().extend(prepared, keys, values, mask)
+        kept = torch.arange(window.mask.size(-1)) >= window.mask.size(-1) - (self.window - 1)
+        return window._replace(mask=window.mask & kept)
 
 
 class WideReference(SlidingWindowAttention):
@@ -300,7 +300,7 @@ def applicable(cls):
     if cls.reference is Attention.reference:  # none overridden
         skip.add("reference")
     if not (cls.causal and cls.self_attention):
-        skip |= {"causality", "cached_decoding"}
+        skip |= {"causality", "cached_decoding", "state"}
     if not cls.position_free:
         skip.add("permutation")
     if not cls.cross_attention:
