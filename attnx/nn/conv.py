@@ -6,9 +6,12 @@ Recall in Efficient Language Models"; its ShortConvolution, `zoology/mixers/conv
 w_0..w_{k−1} ∈ R^D, one filter per channel: each output mixes the last k inputs, never a later one.
 Zoology gives every sub-quadratic mixer one "for fair comparison": its attention, Based and sliding-window
 models (`experiments/paper_configs/arxiv24_based_figure2/configs.py`) interleave a BaseConv layer of
-kernel 3 with the mixer, and its DeltaNet mixers convolve q, k and v with kernel 4 (`conv_size`). A short
-convolution lets a single layer read a token's predecessor, which recall needs (an induction head's
-previous-token step).
+kernel 3 with the mixer (`mixers/hybrid.py`: layer i takes config i mod 2; BaseConv is conv(u) ⊙ W u + u),
+and its DeltaNet mixers convolve q, k and v with kernel 4 (`conv_size`) after their projections. attnx's
+`lm.conv` applies it inside every block, to the mechanism's normed input, x += Attn(Conv(LN(x)))
+(`attnx.nn.transformer.SelfAttentionBlock`): one convolution before the projections, shared by queries,
+keys and values, so any mechanism gets it. It lets one layer read a token's predecessor, which recall
+needs (an induction head's previous-token step).
 """
 
 from __future__ import annotations
