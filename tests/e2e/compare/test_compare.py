@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -192,3 +193,80 @@ def test_every_shipped_suite_composes_and_every_task_hosts_its_mechanisms(name: 
     assert set(hosted) == set(cfg.tasks) and len(cfg.seeds) >= 3
     # only the lm task refuses, and only the mechanisms that cannot be causal self-attention
     assert set(refused) == {(t, m) for t in cfg.tasks if t == "mqar" for m in ("none", "fixed_c")}
+
+
+MAD_SUITE = """# @package _global_
+seeds: [0]
+tasks:
+  recall_16:
+    overrides: [task=mqar, task.vocab_size=16, task.seq_len=16, task.num_kv_pairs=2, task.train_size=48,
+                task.val_size=16, task.test_size=16, trainer.max_epochs=1, lm.d_model=16, lm.num_layers=1]
+    metric: test/acc
+    width: [lm.d_model]
+    capability: recall
+  recall_12:
+    overrides: [task=mqar, task.vocab_size=16, task.seq_len=12, task.num_kv_pairs=2, task.train_size=48,
+                task.val_size=16, task.test_size=16, trainer.max_epochs=1, lm.d_model=16, lm.num_layers=1]
+    metric: test/acc
+    width: [lm.d_model]
+    capability: recall
+  compression:
+    overrides: [task=reverse, task.min_len=3, task.max_len=5, task.test_max_len=7, task.train_size=48,
+                task.val_size=16, task.test_size=16, trainer.max_epochs=1, encoder=self_attn,
+                attention=fixed_c]
+    metric: test/exact_match
+    site: encoder
+"""
+
+
+def test_mad_protocol_scores_the_best_grid_point_per_capability_at_matched_state(tmp_path: Path) -> None:
+    """MAD in one command: every run at each grid point, each (task, arm) scored by its best test metric,
+    a capability by the mean of its settings' best, widths matched by decoding state, state as the Pareto
+    cost; the seq2seq compression task puts the arms in its encoder and keeps its widths."""
+    folder = tmp_path / "conf" / "suite"
+    folder.mkdir(parents=True)
+    (folder / "mad_tiny.yaml").write_text(MAD_SUITE)
+    out = tmp_path / "out"
+    args = ["suite=mad_tiny", "attention=linear", "mechanisms=[multi_head]", "baseline=multi_head"]
+    args += [
+        "protocol.grid.enabled=true",
+        "protocol.grid.lr=[0.003,0.03]",
+        "protocol.grid.weight_decay=[0.0]",
+    ]
+    args += ["protocol.match_state=true", "pareto=state", "launcher=basic", "bench.n=16", "bench.dim=16"]
+    os.environ["ATTNX_CONFIG_PATH"] = str(tmp_path / "conf")
+    try:
+        assert cli(["compare", *args, f"out={out}"]) == 0
+    finally:
+        del os.environ["ATTNX_CONFIG_PATH"]
+    runs = records(out / "runs")
+    assert len(runs) == 3 * 2 * 2 and all(r["status"] == "completed" for r in runs.values())
+    best: dict[tuple[str, str], float] = {}
+    for r in runs.values():
+        task = (
+            "compression" if r["choices"]["task"] == "reverse" else f"recall_{r['config']['task']['seq_len']}"
+        )
+        arm = (
+            r["config"]["encoder"]["attention"]["name"]
+            if task == "compression"
+            else r["choices"]["attention"]
+        )
+        assert r["config"]["optim"]["optimizer"]["weight_decay"] == 0.0
+        metric = r["metrics"]["test/exact_match" if task == "compression" else "test/acc"]
+        best[(task, arm)] = max(best.get((task, arm), 0.0), metric)
+        if task != "compression":
+            assert (r["config"]["lm"]["d_model"] == 16) == (arm == "multi_head"), (
+                task,
+                arm,
+            )  # linear's scaled
+    assert {arm for task, arm in best if task == "compression"} == {"multi_head", "linear"}
+    report = (out / "report.md").read_text()
+    capabilities = re.sub(" +", " ", report.split("## Capabilities")[1].split("##")[0])  # cells unpadded
+    for arm in ("multi_head", "linear"):
+        recall = (best[("recall_16", arm)] + best[("recall_12", arm)]) / 2
+        assert f"| {arm} | {recall:.3f} | {best[('compression', arm)]:.3f} |" in capabilities
+    assert "**Grid**" in report and "**Decoding state matched**" in report
+    assert "compression: its seq2seq model does not decode token by token" in report
+    assert (
+        "state bytes" in report and "No declared state, so not on the state axis: " in report
+    )  # compression's
