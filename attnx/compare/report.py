@@ -129,7 +129,8 @@ def intro(study: CompareStudy, runs: list[dict[str, Any]]) -> tuple[Section, Sec
     body = []
     for task, spec in cfg.tasks.items():
         hosted = sorted({job.arm.label for job in study.jobs if job.task == task})
-        body.append([task, spec.metric, ", ".join(hosted), " ".join(f"`{o}`" for o in spec.overrides)])
+        at = f" (as `{spec.site}/attention`)" if spec.get("site") else ""
+        body.append([task, spec.metric, ", ".join(hosted) + at, " ".join(f"`{o}`" for o in spec.overrides)])
     parts: list[str | Table] = [Table(["task", "metric", "mechanisms", "overrides"], body)]
     if study.refused:
         lines = [f"`{arm}` on {task}: {why}" for (task, arm), why in study.refused.items()]

@@ -191,8 +191,17 @@ def test_every_shipped_suite_composes_and_every_task_hosts_its_mechanisms(name: 
     arms = [Arm(m, (f"attention={m}",)) for m in cfg.mechanisms]
     hosted, refused = check_arms(cfg, arms, [])
     assert set(hosted) == set(cfg.tasks) and len(cfg.seeds) >= 3
-    # only the lm task refuses, and only the mechanisms that cannot be causal self-attention
-    assert set(refused) == {(t, m) for t in cfg.tasks if t == "mqar" for m in ("none", "fixed_c")}
+    # only the mechanisms that cannot be self-attention are refused, and only where the arms are
+    # self-attention: an lm task's, or the encoder's (`site: encoder`)
+    tasks = registry.registry("task")
+    own = {
+        t: next(o.split("=", 1)[1] for o in spec.overrides if o.startswith("task="))
+        for t, spec in cfg.tasks.items()
+    }
+    self_attending = {
+        t for t, spec in cfg.tasks.items() if spec.site == "encoder" or tasks.get(own[t]).model_type == "lm"
+    }
+    assert set(refused) == {(t, m) for t in self_attending for m in ("none", "fixed_c")}
 
 
 MAD_SUITE = """# @package _global_

@@ -4,12 +4,13 @@ to a measure (parameters or decoding state)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from attnx.compare.checks import _check_protocol
+from attnx.compare.checks import _check_protocol, _check_suite_tasks
 from attnx.compare.matching import Matched, match_widths, state_of
 from attnx.compare.plan import WEIGHT_DECAY, Arm, final_jobs
 from attnx.compare.scores import best_over_grid, capabilities, capability_scores
@@ -152,3 +153,19 @@ def test_a_model_without_state_size_has_no_state() -> None:
 
     assert state_of(Decoding(), 10) == 160
     assert state_of(object(), 10) is None
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"site": "decoderr"}, "suite task recall: site=decoderr: must be null or one of encoder, decoder"),
+        ({"capability": " "}, "suite task recall: capability is empty; name it, or null for the task's own"),
+    ],
+)
+def test_a_bad_suite_task_key_is_one_line_naming_the_task_and_key(
+    changes: dict[str, Any], message: str
+) -> None:
+    task = {"overrides": ["task=mqar"], "metric": "test/acc", "capability": None, "site": None, **changes}
+    cfg = OmegaConf.create({"tasks": {"recall": task}, "protocol": PROTOCOL})
+    with pytest.raises(ConfigError, match="^" + re.escape(message) + "$"):
+        _check_suite_tasks(cfg)
