@@ -6,7 +6,8 @@ Each selected mechanism/score (built-in or plugin) runs as self-attention over N
 kind's whole decoder-only model with each named mechanism as its causal self-attention. `--causal` runs
 the mechanisms under a causal mask (`Positions.self_attention(N, causal=True)`): `all` leaves out those
 that declare none (one line says which), naming one of them is an error. A row whose fwd+bwd peak passes
-its memory budget is flagged. Never imports Lightning.
+its memory budget is flagged. Causal rows (`--causal`, `--lm`) show the bytes per sequence decoding keeps
+after N tokens (`state B`); other rows say why they have none. Never imports Lightning.
 """
 
 from __future__ import annotations
@@ -127,7 +128,8 @@ def _causal(args: argparse.Namespace) -> list[str]:
 
 
 def table(points: list[Point]) -> str:
-    header = ["case", "N", "fwd ms", "train ms", "fwd MiB", "train MiB", "GFLOP", "attn", "4N²d", "ratio"]
+    header = ["case", "N", "fwd ms", "train ms", "fwd MiB", "train MiB", "state B", "GFLOP", "attn"]
+    header += ["4N²d", "ratio"]
     rows = [
         [
             p.label,
@@ -136,6 +138,7 @@ def table(points: list[Point]) -> str:
             p.train_ms,
             p.fwd_mib,
             p.train_mib,
+            f"— {p.state_why}" if p.state_bytes is None else p.state_bytes,
             cell(p.gflop, 4),
             cell(p.attn_gflop, 4),
             cell(p.analytic_gflop, 4),

@@ -12,6 +12,10 @@ block whose causal self-attention is the mechanism, the next-token head). Per po
   train    forward + backward, same statistics; parameter gradients are freshly allocated each time
   memory   peak tensor memory of each, above what was allocated before (see attnx.bench.measure.peak_memory)
   FLOPs    of the forward, counted by torch.utils.flop_counter.FlopCounterMode (matrix products only)
+  state    bytes per sequence a causal self-attention site keeps to decode the token after N: its cache
+           as the mechanism declares it (`KVCache.state_size`: `Attention.state_size(N)`, plus the N·d
+           inputs a site keeps for a mechanism that re-prepares) × the element size; causal rows only
+           (MAD's and Zoology's state axis: softmax's cache grows as 2·N·d, a recurrent state does not)
 
 and the counted attention FLOPs (all of the mechanism's FLOPs but its own input/output projections,
 i.e. the Linear layers directly inside it) next to the analytic cost of self-attention from the lecture
@@ -42,8 +46,9 @@ from attnx import registry
 from attnx.bench.measure import count_flops, median_time, peak_memory
 from attnx.models.assembly import build_host, build_model
 from attnx.models.sites import score_factory
-from attnx.nn.attention import Attention
+from attnx.nn.attention import Attention, probe_keys
 from attnx.nn.positions import Positions
+from attnx.nn.transformer import AttentionSite, KVCache
 from attnx.vocab import SPECIALS
 
 VOCAB = 100  # token ids for the encoder and lm rows; the embedding size barely matters
@@ -137,6 +142,8 @@ class Point:
     flop_ratio: float | None
     memory_growth: int
     budget_mib: float
+    state_bytes: int | None = None  # decoding state per sequence after n tokens (module docstring)
+    state_why: str = ""  # why there is none: not a causal row, or undeclared
 
 
 def attention_class(name: str) -> type[Attention]:
@@ -263,6 +270,25 @@ def workload(
     return forward, train
 
 
+def decoding_state(setting: Setting, module: nn.Module, n: int) -> tuple[int | None, str]:
+    """(bytes, "") a causal self-attention site of the row's mechanism keeps per sequence to decode the
+    token after n tokens, or (None, why not)."""
+    if setting.kind == "encoder":
+        return None, "an encoder"
+    if not setting.causal:
+        causal = attention_class(setting.name).causal
+        return None, "not a causal row (--causal)" if causal else "no causal mask"
+    mechanism = (
+        module
+        if isinstance(module, Attention)
+        else next(m.mechanism for m in module.modules() if isinstance(m, AttentionSite))
+    )
+    size = KVCache.state_size(mechanism, n)
+    if size is None:
+        return None, f"{type(mechanism).__name__}.state_size undeclared"
+    return size * probe_keys(mechanism).element_size(), ""
+
+
 def measure(setting: Setting, module: nn.Module, n: int, timing: Timing, device: torch.device) -> Point:
     forward, train = workload(module, setting, n, timing.batch, device)
     flops = count_flops(forward)
@@ -278,6 +304,7 @@ def measure(setting: Setting, module: nn.Module, n: int, timing: Timing, device:
         attn = total - projections
         analytic = 4 * n * n * setting.dim * timing.batch  # 2·N²·d_h (QKᵀ) + 2·N²·d_h (a·V), × heads × batch
         ratio = attn / analytic
+    state_bytes, state_why = decoding_state(setting, module, n)
     return Point(
         label=setting.label,
         kind=setting.kind,
@@ -300,6 +327,8 @@ def measure(setting: Setting, module: nn.Module, n: int, timing: Timing, device:
         flop_ratio=ratio,
         memory_growth=setting.memory_growth,
         budget_mib=budget(setting.memory_growth, n, setting.dim, setting.heads, timing.batch) / MIB,
+        state_bytes=state_bytes,
+        state_why=state_why,
     )
 
 

@@ -43,8 +43,11 @@ def test_bench_tiny_grid_writes_table_csv_and_plots(tmp_path: Path, capsys: pyte
         if row["kind"] == "encoder":
             assert row["flop_ratio"] == "" and float(row["gflop"]) > 0 and heads == ""
         assert float(row["train_ms"]) > 0 and float(row["train_mib"]) > 0
+        # bidirectional rows keep no decoding state, and say why
+        why = {"rnn": "an encoder", "none": "no causal mask"}.get(row["name"], "not a causal row (--causal)")
+        assert row["state_bytes"] == "" and row["state_why"] == why
     out = capsys.readouterr().out
-    assert "ratio" in out and "time ~ N^k" in out
+    assert "ratio" in out and "time ~ N^k" in out and "— not a causal row (--causal)" in out
 
 
 def test_bench_does_not_import_lightning(tmp_path: Path) -> None:
@@ -83,6 +86,10 @@ def test_bench_causal_rows_with_their_memory_budgets(tmp_path: Path, capsys: pyt
         assert row["causal"] == "True" and int(row["memory_growth"]) == growth
         assert float(row["budget_mib"]) * 2**20 == budget(growth, n, 16, 2, 2)
     assert "budget MiB" in captured.out and "| linear d=16 h=2 causal" in captured.out
+    state = {(row["name"], int(row["n"])): int(row["state_bytes"]) for row in rows}
+    assert state["multi_head", 8] == 2 * 8 * 16 * 4 and state["multi_head", 16] == 2 * 16 * 16 * 4  # K, V
+    assert state["sliding_window", 16] == state["multi_head", 16]  # its window, 16, is all of N = 16
+    assert state["linear", 16] == state["linear", 8] < state["multi_head", 8]  # the recurrent (S, z)
 
 
 def test_bench_lm_rows_run_a_decoder_only_model_per_mechanism(
@@ -97,5 +104,10 @@ def test_bench_lm_rows_run_a_decoder_only_model_per_mechanism(
         "lm (linear) d=16 h=2 causal",
     }
     assert all(row["kind"] == "lm" and float(row["gflop"]) > 0 for row in rows)
+    # one block: its site's K/V cache, 2·N·d float32 numbers per sequence
+    assert {int(row["state_bytes"]) for row in rows if row["name"] == "multi_head"} == {
+        2 * 8 * 16 * 4,
+        2 * 16 * 16 * 4,
+    }
     assert main(["--attention", "", "--encoder", "", "--lm", "none"]) == 2
     assert "--lm none: it declares no causal mask" in capsys.readouterr().err

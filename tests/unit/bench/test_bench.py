@@ -8,7 +8,8 @@ import torch.nn.functional as F
 from attnx import registry
 from attnx.bench.cli import budget_table, parser, settings
 from attnx.bench.measure import count_flops, interleaved, peak_memory, ratios
-from attnx.bench.points import Point, budget, growth_exponent
+from attnx.bench.points import Point, Setting, budget, decoding_state, growth_exponent
+from attnx.nn.attention import Attention, LuongAttention, MultiHeadAttention
 
 CPU = torch.device("cpu")
 
@@ -28,6 +29,23 @@ def test_memory_budget_is_linear_or_adds_the_n_squared_figure() -> None:
     assert budget(1, 1024, 64, 4, 2) == 32 * 1024 * 64 * 2 * 4  # float32 numbers per token and channel
     assert budget(2, 1024, 64, 4, 2) == budget(1, 1024, 64, 4, 2) + 4 * 1024**2 * 4 * 2 * 4
     assert budget(2, 1024, 64, None, 2) == budget(1, 1024, 64, None, 2) + 4 * 1024**2 * 2 * 4
+
+
+class Undeclared(MultiHeadAttention):
+    state_size = Attention.state_size
+
+
+def test_decoding_state_is_the_declared_cache_in_bytes_or_says_why_not() -> None:
+    causal = Setting("attention", "multi_head", None, 16, 2, causal=True)
+    heads = MultiHeadAttention(16, 16, 16, num_heads=2)
+    assert decoding_state(causal, heads, 10) == (2 * 10 * 16 * 4, "")  # K and V, float32
+    assert decoding_state(causal, heads.double(), 10) == (2 * 10 * 16 * 8, "")
+    assert decoding_state(causal, Undeclared(16, 16, 16), 10) == (None, "Undeclared.state_size undeclared")
+    # softmax attention re-prepares: its site keeps the N·d inputs beside the masked values
+    dot = Setting("attention", "dot", None, 16, None, causal=True)
+    assert decoding_state(dot, LuongAttention(16, 16, 16), 10) == (2 * 10 * 16 * 4, "")
+    bidirectional = Setting("attention", "multi_head", None, 16, 2)
+    assert decoding_state(bidirectional, heads, 10) == (None, "not a causal row (--causal)")
 
 
 def point(n: int, ms: float, train_mib: float = 1.0, budget_mib: float = 2.0) -> Point:
