@@ -1,7 +1,7 @@
 """The sub-quadratic mechanisms shipped in attnx.contrib: linear attention (Katharopoulos et al. 2020) and
 sliding-window attention (Longformer). Their fast paths equal explicit full-matrix references (the tests'
-and the `reference` each ships), never build a Tq×Tk tensor, decode with a cache as they teacher-force, and
-pass the conformance kit."""
+and the `reference` each ships), never build a Tq×Tk tensor, decode from a cache that stops growing (linear's
+recurrent state, the sliding window's last w keys) as they teacher-force, and pass the conformance kit."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ import torch.nn.functional as F
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 
+from attnx.contrib.linear import LinearState
 from attnx.nn.attention import Attention
 from attnx.nn.positions import Positions
 from attnx.plugins import describe
@@ -25,6 +26,7 @@ from attnx.registry import get, load_all
 from attnx.testing import check_attention, projection_loss
 
 from helpers.paths import REPO
+from helpers.stepwise import decoded, shapes
 
 D, H = 16, 2
 
@@ -103,17 +105,25 @@ def test_linear_weights_are_the_matrix_it_applies(causal: bool) -> None:
     assert (weights[hidden.expand_as(weights) & real] == 0).all()
 
 
-def test_linear_decoding_step_by_step_with_extend_equals_teacher_forcing() -> None:
-    att, n = linear(), 70  # past one chunk
-    x, mask = inputs(n, short=n)
-    forced, _ = att(x, x, x, mask, need_weights=False, positions=Positions.self_attention(n, causal=True))
-    prepared = None
-    for t in range(n):
-        step = x[:, t : t + 1], x[:, t : t + 1], x[:, t : t + 1], mask[:, t : t + 1]
-        prepared = att.prepare(*step[1:]) if prepared is None else att.extend(prepared, *step[1:])
-        at = Positions(Positions.span(1, start=t), Positions.span(t + 1), causal=True)
-        context, _ = att.attend_at(step[0], prepared, at, need_weights=False)
-        close(context[:, 0], forced[:, t], mask[:, t])
+def test_linear_decodes_from_its_recurrent_state_as_the_full_causal_pass() -> None:
+    """Token by token in float64 up to t = 70 (past two chunks), padding included: every step equals the
+    chunked causal pass. From the step where S' is the smaller cache (n·2d > d(d + 1): n = 5 at d = 8) the
+    cache is S' alone, one [B, H, d, d + 1] tensor at every later step; such a step asked for weights gives
+    the same context and none, and refuses several causal queries at once."""
+    att, n, d = perturbed(linear()), 71, D // H
+    x, mask = padded(n)
+    full, _ = att(x, x, x, mask, need_weights=False, positions=Positions.self_attention(n, causal=True))
+    steps, caches = decoded(att, x, mask)
+    torch.testing.assert_close(steps[mask], full[mask])
+    assert not isinstance(caches[3], LinearState)
+    assert all(isinstance(c, LinearState) and shapes(c) == [(3, H, d, d + 1)] for c in caches[4:])
+    assert [att.state_size(k) for k in (1, 4, 5, 71, 10**6)] == [2 * D, 8 * D, *[H * d * (d + 1)] * 3]
+    last = Positions(Positions.span(1, start=n - 1), Positions.span(n), causal=True)
+    context, weights = att.attend_at(x[:, -1:], caches[-1], last, need_weights=True)
+    assert weights is None
+    torch.testing.assert_close(context, steps[:, -1:], equal_nan=True)  # NaN: padded queries
+    with pytest.raises(ValueError, match="answers one causal query at a time, got 2"):
+        att.attend_at(x[:, -2:], caches[-1], Positions(Positions.span(2, start=n - 2), last.key, True))
 
 
 def test_linear_refuses_heads_that_do_not_divide_the_width() -> None:
@@ -195,6 +205,35 @@ def test_sliding_window_padded_queries_outside_every_real_window_keep_gradients_
         out, _ = att(x, x, x, mask, need_weights, positions=Positions.self_attention(n, causal))
         projection_loss(out).backward()
         assert all(torch.isfinite(p.grad).all() for p in att.parameters())
+
+
+@pytest.mark.parametrize("score", ["scaled_dot", "alibi", "rope"])
+def test_sliding_window_decodes_from_the_last_w_keys_as_the_full_pass(score: str) -> None:
+    """w = 5 over 17 tokens in float64, padding included: the window wraps three times, and every step
+    equals the banded pass (position scores see the window's own positions). The cache holds the last
+    min(t + 1, w) keys and their positions, no more; a step returns the full row of weights until the
+    window is full, and none after."""
+    w, n = 5, 17
+    att = perturbed(sliding(score, window=w))
+    x, mask = padded(n)
+    at = Positions.self_attention(n, causal=True)
+    full, full_weights = att(x, x, x, mask, positions=at)
+    steps, caches = decoded(att, x, mask)
+    torch.testing.assert_close(steps[mask], full[mask])
+    for t, cache in enumerate(caches[1:], 1):  # caches[0] is prepare's
+        kept = min(t + 1, w)
+        assert cache.position.tolist() == [list(range(t + 1 - kept, t + 1))] * 3
+        assert shapes(cache.keys) == shapes(cache.values) == [(3, H, kept, D // H)]
+    assert [att.state_size(k) for k in (1, w, w + 1, 10**6)] == [2 * D, *[2 * w * D] * 3]
+    for t in (w - 2, n - 1):
+        step = Positions(Positions.span(1, start=t), Positions.span(t + 1), causal=True)
+        context, weights = att.attend_at(x[:, t : t + 1], caches[t], step)
+        torch.testing.assert_close(context, steps[:, t : t + 1], equal_nan=True)  # NaN: padded queries
+        if t < w - 1:
+            real = mask[:, t]
+            torch.testing.assert_close(weights[real], full_weights[real, :, t : t + 1, : t + 1])
+        else:
+            assert weights is None
 
 
 def test_sliding_window_needs_positions_and_a_window() -> None:

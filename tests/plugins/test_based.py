@@ -1,0 +1,110 @@
+"""Based (Arora et al. 2024), shipped in attnx.contrib.based: Zoology's Taylor feature map on linear
+attention. φ is exp's second-order Taylor polynomial, the fast paths equal the polynomial kernel's explicit
+matrix, decoding runs from the recurrent state, the kit holds it (and catches a wrong φ), bad values are
+one line, and it trains an lm through the real CLI."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from hydra.core.config_store import ConfigStore
+
+from attnx.contrib.based import BasedAttention, taylor_feature_map
+from attnx.contrib.linear import LinearState
+from attnx.nn.positions import Positions
+from attnx.registry import build
+from attnx.testing import check_attention
+
+from helpers.stepwise import decoded, shapes
+from helpers.tiny import TINY_BUDGET, TINY_LM, completed, train
+
+D, H, F = 16, 2, 4  # width, heads, feature dimension: φ has 1 + 4 + 16 = 21 features per head
+
+
+def based(**hyperparams: float) -> BasedAttention:
+    """Based in float64 with noise on every parameter, so no initialisation's structure hides a difference."""
+    att = BasedAttention(D, D, D, num_heads=H, feature_dim=F, **hyperparams).double()
+    with torch.no_grad():
+        for p in att.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    return att
+
+
+def padded(n: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [3, n, D] in float64 and its key mask: sequences of n, n // 2 + 1 and 1 tokens, NaN in padding."""
+    mask = torch.arange(n) < torch.tensor([n, n // 2 + 1, 1])[:, None]
+    return torch.randn(3, n, D, dtype=torch.float64).masked_fill(~mask[..., None], math.nan), mask
+
+
+def test_the_feature_map_is_exps_second_order_taylor_polynomial() -> None:
+    q, k = torch.randn(2, 5, 7, F, dtype=torch.float64).unbind()
+    s = q @ k.transpose(-1, -2) / math.sqrt(F)
+    phi_q, phi_k = taylor_feature_map(q), taylor_feature_map(k)
+    assert phi_q.shape == (5, 7, 1 + F + F * F)
+    torch.testing.assert_close(phi_q @ phi_k.transpose(-1, -2), 1 + s + s**2 / 2)
+
+
+@pytest.mark.parametrize("need_weights", [True, False])
+@pytest.mark.parametrize("causal", [True, False])
+@pytest.mark.parametrize("n", [1, 33, 70])  # one token; past one chunk of 32; past two
+def test_fast_paths_equal_the_explicit_polynomial_kernel(n: int, causal: bool, need_weights: bool) -> None:
+    att = based()
+    x, mask = padded(n)
+    at = Positions.self_attention(n, causal)
+    out, weights = att(x, x, x, mask, need_weights, at)
+    expected, expected_weights = att.reference(x, x, x, mask, need_weights, at)
+    torch.testing.assert_close(out[mask], expected[mask])
+    if need_weights:
+        rows = mask[:, None].expand(-1, H, -1)
+        torch.testing.assert_close(weights[rows], expected_weights[rows])
+    query = torch.randn(3, 2, D, dtype=torch.float64)  # cross-attention without positions: the shared state
+    torch.testing.assert_close(att(query, x, x, mask)[0], att.reference(query, x, x, mask)[0])
+
+
+def test_decodes_from_its_recurrent_state_as_the_full_causal_pass() -> None:
+    """Token by token in float64 up to t = 70: every step equals the chunked causal pass, and from the step
+    where the state is the smaller cache (n·(21 + 8) > 21·9: n = 7) the cache is S' alone, one
+    [B, H, 1 + f + f², d + 1] tensor at every later step, as `state_size` declares."""
+    att, n, d = based(), 71, D // H
+    x, mask = padded(n)
+    full, _ = att(x, x, x, mask, need_weights=False, positions=Positions.self_attention(n, causal=True))
+    steps, caches = decoded(att, x, mask)
+    torch.testing.assert_close(steps[mask], full[mask])
+    features = 1 + F + F * F
+    assert not isinstance(caches[5], LinearState)
+    assert all(isinstance(c, LinearState) and shapes(c) == [(3, H, features, d + 1)] for c in caches[6:])
+    assert att.state_size(7) == att.state_size(10**6) == H * features * (d + 1)
+
+
+def test_passes_the_kit_which_catches_a_feature_map_without_its_root_two() -> None:
+    ran = check_attention(BasedAttention)
+    assert {"cached_decoding", "state", "reference", "precision"} <= set(ran)
+
+    class NoRootTwo(BasedAttention):  # φ·φ = 1 + s + s²: the fast paths drift from exp's polynomial
+        def phi(self, x: torch.Tensor) -> torch.Tensor:
+            squares = taylor_feature_map(x)[..., 1 + x.size(-1) :]
+            return torch.cat([taylor_feature_map(x)[..., : 1 + x.size(-1)], squares * math.sqrt(2)], -1)
+
+    with pytest.raises(AssertionError, match="reference: .*forward differs from the plugin's reference"):
+        check_attention(NoRootTwo, checks=["reference"])
+
+
+def test_zoologys_defaults_and_one_line_for_a_bad_value() -> None:
+    config = ConfigStore.instance().repo["attention"]["based.yaml"].node  # what `attention=based` composes
+    assert dict(config) == {"name": "based", "feature_dim": 16, "num_heads": 1, "eps": 1e-12}
+    att = build("attention", config, query_dim=64, key_dim=64, value_dim=64)
+    assert att.W_q.out_features == att.W_k.out_features == 16 and att.W_v.out_features == 64
+    with pytest.raises(ValueError, match=r"^based needs feature_dim >= 1, got feature_dim=0$"):
+        BasedAttention(D, D, D, feature_dim=0)
+    with pytest.raises(ValueError, match=r"^based needs eps >= 0, got eps=-1.0$"):
+        BasedAttention(D, D, D, eps=-1.0)
+
+
+def test_trains_an_lm_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    record = completed(tmp_path / "run", *TINY_LM, "attention=based", "attention.feature_dim=4", *TINY_BUDGET)
+    assert record["choices"]["attention"] == "based" and math.isfinite(record["metrics"]["test/loss"])
+    assert train(tmp_path / "bad", *TINY_LM, "attention=based", "attention.feature_dim=0", *TINY_BUDGET) == 2
+    assert "feature_dim" in capsys.readouterr().err.strip().splitlines()[-1]
