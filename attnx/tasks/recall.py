@@ -2,22 +2,22 @@
 athms/mad-lab `mad/data/instances.py`, `configs/tasks/*.yml`): in-context, noisy and fuzzy recall, one
 generator, language-model tasks.
 
-The vocabulary's tokens "0".."V−1" split into key tokens (the lower half of the V − noise − pad tokens
-that are neither noise nor filler), value tokens (the rest of them), `noise_vocab_size` noise tokens, and,
-when a motif is longer than one token, one filler token "V−1". A key is a motif of 1..`k_motif_size`
-distinct key tokens (train; val and test prompt with keys of exactly `k_motif_size` tokens, as MAD's
-test split does), a value a motif of 1..`v_motif_size` distinct value tokens; each key is bound to one
-value per sequence, drawn uniformly the first time it occurs. A sequence of `seq_len` tokens is a run of
-slots, each a key followed by its value or, with probability `frac_noise`, as many noise tokens (at
-least one slot is a pair), filled from the left while seq_len − k_motif_size − v_motif_size tokens
-allow; then a key drawn uniformly from the distinct keys presented, followed by its value (MAD's
-probe); the filler pads the sequence on the left to `seq_len` tokens. The model reads the first
-seq_len − 1 tokens (MAD's `inputs[:-1]`) and predicts each value token of a key presented before
-(MAD's multi-query mode, its baseline): the target at position t is token t + 1 when that token lies in
-the value of a key that an earlier pair already bound, PAD elsewhere, so training and accuracy count
-those positions only, as MAD's test targets do (MAD trains on every next token, its `is_training`
-targets, and scores at these positions; here both use them). The rule: the answer is the value that the
-nearest earlier pair with the same key holds.
+The vocabulary's tokens "0".."V−1" are `noise_vocab_size` noise tokens (null: none) at the top, below
+them, when a motif is longer than one token, the filler "V−1", and the rest: key tokens (the lower half)
+and value tokens (the upper half). A key is a motif of 1..`k_motif_size` distinct key tokens (train; val
+and test prompt with keys of exactly `k_motif_size` tokens, as MAD's test split does), a value a motif of
+1..`v_motif_size` distinct value tokens; each key is bound to one value per sequence, drawn uniformly the
+first time it occurs. A sequence of `seq_len` tokens is a run of slots, each a key followed by its value
+or, with probability `frac_noise`, as many noise tokens (at least one slot is a pair), filled from the
+left while seq_len − k_motif_size − v_motif_size tokens allow; then a key drawn uniformly from the
+distinct keys presented, followed by its value (MAD's probe); the filler pads the sequence on the left to
+`seq_len` tokens. The model reads the first seq_len − 1 tokens (MAD's `inputs[:-1]`) and predicts each
+value token of a key presented before (MAD's multi-query mode, its baseline): the target at position t is
+token t + 1 when that token lies in the value of a key that an earlier pair already bound, PAD elsewhere,
+so training and accuracy count those positions only, as MAD's test targets do (MAD trains on every next
+token, its `is_training` targets, and scores at these positions; here both use them). The rule: the answer
+is the value that the nearest earlier pair with the same key holds; `window_ceiling(w)` is the share of
+answers whose pair lies within w positions.
 
 MAD's baselines and changes (`configs/tasks/`), the defaults of the three registered tasks:
 
@@ -28,7 +28,7 @@ MAD's baselines and changes (`configs/tasks/`), the defaults of the three regist
     all: seq_len 128 (changes 256/512/1024), train_size 12,800 (changes 6,400/3,200/1,600/800),
          vocab_size changes 32/64/128 (noisy: above); test_size 1,280 and batch_size 128 (MADConfig)
 
-Differences from MAD's generator, none of them in what is asked: every random draw comes from the task's
+Differences from MAD's generator, none changing what is asked: every random draw comes from the task's
 own generator per split; a key's value is drawn up front (equal in distribution to drawing it at first
 sight); the probe is appended at the end only (MAD also plants it at a random earlier place, where
 multi-query targets it anyway); fuzzy sequences pad one token less (MAD pads to seq_len + 1, then
@@ -87,7 +87,7 @@ class InContextRecallTask(DrawnTask):
         seq_len: int = 128,
         k_motif_size: int = 1,
         v_motif_size: int = 1,
-        noise_vocab_size: int = 0,
+        noise_vocab_size: int | None = None,  # MADConfig's 0: attnx takes sizes >= 1, or null for none
         frac_noise: float = 0.0,
         train_size: int = 12800,  # SizedTask's and Task's arguments, with MAD's defaults
         test_size: int = 1280,
@@ -97,9 +97,12 @@ class InContextRecallTask(DrawnTask):
         super().__init__(train_size=train_size, test_size=test_size, batch_size=batch_size, **kwargs)
         check("k_motif_size", k_motif_size, k_motif_size >= 1, ">= 1")
         check("v_motif_size", v_motif_size, v_motif_size >= 1, ">= 1")
-        check("noise_vocab_size", noise_vocab_size, noise_vocab_size >= 0, ">= 0")
+        check("noise_vocab_size", noise_vocab_size, noise_vocab_size is None or noise_vocab_size >= 1, ">= 1")
         check("frac_noise", frac_noise, 0 <= frac_noise < 1, "in [0, 1)")
-        check("frac_noise", frac_noise, frac_noise == 0 or noise_vocab_size > 0, "0 when noise_vocab_size=0")
+        check(
+            "frac_noise", frac_noise, frac_noise == 0 or bool(noise_vocab_size), "0 without noise_vocab_size"
+        )
+        noise_vocab_size = noise_vocab_size or 0
         motifs = k_motif_size + v_motif_size
         self.filler = motifs > 2  # longer motifs leave gaps, padded with the last token
         keys = (vocab_size - noise_vocab_size - self.filler) // 2

@@ -188,7 +188,7 @@ def test_compression_target_is_the_source_itself() -> None:
         ("noisy_recall", {"frac_noise": 1.0}, "task.frac_noise=1.0 is invalid: must be in [0, 1)"),
         ("noisy_recall", {"frac_noise": -0.1}, "task.frac_noise=-0.1 is invalid: must be in [0, 1)"),
         ("noisy_recall", {"vocab_size": 17}, "task.vocab_size=17 is invalid: must be >= 2 * max"),
-        ("in_context_recall", {"frac_noise": 0.2}, "frac_noise=0.2 is invalid: must be 0 when noise_vocab"),
+        ("in_context_recall", {"frac_noise": 0.2}, "frac_noise=0.2 is invalid: must be 0 without noise"),
         ("fuzzy_recall", {"k_motif_size": 8}, "vocab_size=16 is invalid: must be >= 2 * max(k_motif"),
         ("fuzzy_recall", {"v_motif_size": 0}, "task.v_motif_size=0 is invalid: must be >= 1"),
         ("fuzzy_recall", {"seq_len": 10}, "task.seq_len=10 is invalid: must be >= 2 * (k_motif_size"),
