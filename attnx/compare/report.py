@@ -11,11 +11,11 @@ folder i of its sweep, so a run's arm is known from where it is, never guessed f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from attnx.compare.matching import Matched
 from attnx.compare.plan import WEIGHT_DECAY, Arm, Job, validation_metric
@@ -45,8 +45,8 @@ class CompareStudy:
     matched: dict[tuple[str, str], Matched]
     inference_ms: dict[str, float]
     command: list[str]
-    unmatched: dict[str, str]  # task -> why matching left it at its configured widths
-    state: dict[tuple[str, str], int | None] | None  # (task, arm) -> decoding state bytes, when pareto=state
+    unmatched: dict[str, str] = field(default_factory=dict)  # task -> why matching left it as configured
+    state: dict[tuple[str, str], int | None] | None = None  # (task, arm) -> state bytes, when pareto=state
 
 
 def records(folder: Path, jobs: list[Job], cfg: DictConfig, metric_of: Any) -> list[dict[str, Any]]:
@@ -74,7 +74,7 @@ def write_report(study: CompareStudy) -> list[Path]:
     cfg, out = study.cfg, study.out
     runs = records(out / "runs", study.jobs, cfg, lambda job: (METRIC, cfg.tasks[job.task].metric))
     columns = ["task", "mechanism"]
-    scored = best_over_grid(runs, METRIC) if cfg.protocol.grid.enabled else runs
+    scored = best_over_grid(runs, METRIC) if gridded(cfg) else runs
     rows = _rows(scored, columns)
     base = Study(
         runs,
@@ -135,7 +135,7 @@ def intro(study: CompareStudy, runs: list[dict[str, Any]]) -> tuple[Section, Sec
     if study.refused:
         lines = [f"`{arm}` on {task}: {why}" for (task, arm), why in study.refused.items()]
         parts.append("Not applicable, so not run: " + "; ".join(lines) + ".")
-    if cfg.protocol.grid.enabled:
+    if gridded(cfg):
         protocol = ["learning rate and weight decay: each run's best test score over the grid (see Protocol)"]
     else:
         protocol = [
@@ -187,7 +187,7 @@ def capability_section(study: CompareStudy, scored: list[dict[str, Any]]) -> Sec
         f"{name}: {', '.join(t for t, spec in cfg.tasks.items() if str(spec.get('capability') or t) == name)}"
         for name in names
     )
-    score = "its best test score over the grid" if cfg.protocol.grid.enabled else f"its `{METRIC}`"
+    score = "its best test score over the grid" if gridded(cfg) else f"its `{METRIC}`"
     note = (
         f"A capability's score is the mean over its settings of each setting's score ({score}), per seed; "
         f"mean ± standard deviation over seeds (MAD, Poli et al. 2024). n/a: the mechanism lacks a setting's "
@@ -198,10 +198,19 @@ def capability_section(study: CompareStudy, scored: list[dict[str, Any]]) -> Sec
     )
 
 
+def gridded(cfg: DictConfig) -> bool:
+    """Whether the runs are MAD's grid (`protocol.grid.enabled`; a config from before the key has none)."""
+    return bool(OmegaConf.select(cfg, "protocol.grid.enabled", default=False))
+
+
 def _measure(cfg: DictConfig) -> str | None:
     """What the widths were matched by, if anything."""
     return (
-        "parameters" if cfg.protocol.match_params else "decoding state" if cfg.protocol.match_state else None
+        "parameters"
+        if cfg.protocol.match_params
+        else "decoding state"
+        if OmegaConf.select(cfg, "protocol.match_state", default=False)
+        else None
     )
 
 
@@ -230,7 +239,7 @@ def protocol_section(study: CompareStudy) -> Section:
         ]
         if path:
             parts.append(Image(path, "learning-rate sensitivity: validation metric against optim.lr"))
-    if cfg.protocol.grid.enabled:
+    if gridded(cfg):
         parts += grid_parts(study)
     if study.matched or study.unmatched:
         parts += matched_parts(study)
@@ -261,7 +270,7 @@ def grid_parts(study: CompareStudy) -> list[str | Table | Image]:
 
 def matched_parts(study: CompareStudy) -> list[str | Table | Image]:
     cfg = study.cfg
-    state = bool(cfg.protocol.match_state)
+    state = _measure(cfg) == "decoding state"
     body = [
         [
             task,
