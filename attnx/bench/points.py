@@ -46,7 +46,7 @@ from attnx import registry
 from attnx.bench.measure import count_flops, median_time, peak_memory
 from attnx.models.assembly import build_host, build_model
 from attnx.models.sites import score_factory
-from attnx.nn.attention import Attention, probe_keys
+from attnx.nn.attention import Attention
 from attnx.nn.positions import Positions
 from attnx.nn.transformer import AttentionSite, KVCache
 from attnx.vocab import SPECIALS
@@ -286,7 +286,8 @@ def decoding_state(setting: Setting, module: nn.Module, n: int) -> tuple[int | N
     size = KVCache.state_size(mechanism, n)
     if size is None:
         return None, f"{type(mechanism).__name__}.state_size undeclared"
-    return size * probe_keys(mechanism).element_size(), ""
+    numbers = next(mechanism.parameters(), torch.empty(()))  # the dtype its cache is kept in
+    return size * numbers.element_size(), ""
 
 
 def measure(setting: Setting, module: nn.Module, n: int, timing: Timing, device: torch.device) -> Point:
