@@ -2,17 +2,18 @@
 
 A causal self-attention site (`AttentionSite`, as a decoder's or an lm's block hosts it) is prefilled with t
 random tokens (`AttentionSite.cache` over all of them at once, then one decoding step, which turns a
-recurrent mechanism's keys into its state), after which single-token steps from that cache are timed:
-`cache` appends the token, the site attends with it (Tq = 1, no weights). The state is what the cache
-holds after a step, per sequence: its floating tensors, each storage once and whole
-(`attnx.nn.attention.stored`), next to what the mechanism declares (`KVCache.state_size`). The slopes of
-log time and log state against log t (least squares over the grid) say how a step grows: softmax's K/V
+recurrent mechanism's keys into its state), after which single-token steps from that cache are timed
+(median, each mechanism alone): `cache` appends the token, the site attends with it (Tq = 1, no weights).
+The state is what the cache holds after a step, per sequence: its floating tensors, each storage once and
+whole (`attnx.nn.attention.stored`), next to what the mechanism declares (`KVCache.state_size`). The slopes
+of log time and log state against log t (least squares over the grid) say how a step grows: softmax's K/V
 cache as t, linear attention's recurrent state (S, z) and a sliding window's last w keys not at all
 (Katharopoulos et al. 2020, "Transformers are RNNs"; MAD's and Zoology's state axis).
 
     python benchmarks/decode.py [--lengths 64,128,...,8192 --dim 64 --heads 4 --batch 1 --steps 50]
 
-Goal: slopes ≤ 0.1 (flat) for linear and sliding_window, in time and state; multi_head's growing.
+Goal: slopes ≤ 0.1 (flat) for linear, sliding_window and based (when registered), in time and state;
+multi_head's growing.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import common
 import torch
 
 from attnx import registry
-from attnx.bench.measure import interleaved
+from attnx.bench.measure import median_time
 from attnx.nn.attention import Mechanism, stored
 from attnx.nn.positions import Positions
 from attnx.nn.transformer import AttentionSite, KVCache
@@ -66,14 +67,16 @@ def measured(sites: dict[str, AttentionSite], t: int, args, device: torch.device
         full = torch.ones(args.batch, t, dtype=torch.bool, device=device)
         caches[name] = token_step(at, at.cache(x[:, :t], full, None), x[:, t : t + 1].clone(), t)
         steps[name] = lambda at=at, cache=caches[name]: token_step(at, cache, x[:, t + 1 :].clone(), t + 1)
-    times = interleaved(steps, device, args.steps, warmup=2)
     out = {}
     for name, at in sites.items():
+        # each alone, not interleaved: softmax's megabyte-sized cache copies would evict the others' from
+        # the CPU caches, and the slopes compare a mechanism with itself at other t, not with the others
+        ms = median_time(steps[name], device, args.steps, warmup=2) * 1e3
         cache = steps[name]()  # t + 2 tokens
         size = x.element_size()
         held = stored((cache.inputs, cache.prepared)) * size // args.batch
         declared = KVCache.state_size(at.mechanism, t + 2)
-        out[name] = statistics.median(times[name]) * 1e3, held, None if declared is None else declared * size
+        out[name] = ms, held, None if declared is None else declared * size
     return out
 
 
