@@ -132,6 +132,31 @@ class InContextRecallTask(DrawnTask):
         tgt, self.support[split] = drawn.unbind(1)
         return super().padded(split, src, tgt)
 
+    def query_mask(self, src: Tensor) -> Tensor:
+        """[B, T] bool: where the next token lies in the value of a key an earlier pair bound (`attnx
+        predict`), the rule read off the tokens: a run of key tokens then one of value tokens is a pair,
+        and the input is taken to stop inside the last value (as a split's inputs do)."""
+        mask = torch.zeros_like(src, dtype=torch.bool)
+        for row, tokens in enumerate((src - _FIRST_SYMBOL).tolist()):
+            kinds = [
+                (t >= self.keys) + (t >= self.keys + self.values) for t in tokens
+            ]  # key 0, value 1, other 2
+            starts = [i for i in range(len(kinds)) if i == 0 or kinds[i] != kinds[i - 1]]
+            ends = [*starts[1:], len(kinds)]
+            seen = set()
+            for run, (start, end) in enumerate(zip(starts, ends)):
+                after = kinds[end] if end < len(kinds) else None
+                if kinds[start] != 0 or after == 2:
+                    continue
+                key = tuple(tokens[start:end])
+                if (
+                    key in seen
+                ):  # the key's last token, and each value token but one that is not the input's last
+                    stop = ends[run + 1] if after == 1 else end
+                    mask[row, end - 1 : stop - (stop < len(kinds))] = True
+                seen.add(key)
+        return mask
+
     def window_ceiling(self, window: int, split: str = "test") -> float:
         """The share of `split`'s answers whose supporting pair (the nearest earlier one with the same
         key) starts within `window` positions of the query, i.e. at j > t − window: what one layer of

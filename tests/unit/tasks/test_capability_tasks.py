@@ -124,6 +124,8 @@ def test_every_recall_answer_is_the_value_its_key_held_before(name: str, kwargs:
                 reached += sum(support[p] > p - 1 - window for p in expected)
                 answers += len(expected)
     assert task.window_ceiling(window) == pytest.approx(reached / answers)
+    test = task.splits["test"]
+    assert torch.equal(task.query_mask(test.src), test.tgt != PAD)  # what attnx predict reads off an input
 
 
 def test_fuzzy_recall_prompts_with_whole_keys_at_test_and_motifs_of_every_size_in_training() -> None:
