@@ -49,8 +49,9 @@ _skipped: set[Path] = set()  # untrusted ./plugins folders already reported
 def current_origin(module: str | None = None) -> str:
     """Where a class registered now from `module` comes from: "built-in", a plugin file, or an entry point.
     A module an installed package declares as an entry point is that entry point even when something
-    imported it before discovery did (a test importing `attnx.contrib.linear`)."""
-    if _origin == "built-in" and module is not None:
+    imported it before discovery did (a test importing `attnx.contrib.linear`), or while another entry
+    point's module imported it (`based` builds on `linear`)."""
+    if module is not None and (_origin == "built-in" or _origin.startswith("dist ")):
         return _entry_point_origins().get(module, _origin)
     return _origin
 
