@@ -1,12 +1,11 @@
 """Based (Arora et al. 2024), shipped in attnx.contrib.based: Zoology's Taylor feature map on linear
 attention. φ is exp's second-order Taylor polynomial, the fast paths equal the polynomial kernel's explicit
-matrix, decoding runs from the recurrent state, the kit holds it (and catches a wrong φ), bad values are
-one line, and it trains an lm through the real CLI."""
+matrix, decoding runs from the recurrent state, the kit holds it (and catches a wrong φ), and bad values are
+one line (tests/e2e/plugins/test_based_cli.py trains it through the real CLI)."""
 
 from __future__ import annotations
 
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -19,7 +18,6 @@ from attnx.registry import build
 from attnx.testing import check_attention
 
 from helpers.stepwise import decoded, shapes
-from helpers.tiny import TINY_BUDGET, TINY_LM, completed, train
 
 D, H, F = 16, 2, 4  # width, heads, feature dimension: φ has 1 + 4 + 16 = 21 features per head
 
@@ -101,10 +99,3 @@ def test_zoologys_defaults_and_one_line_for_a_bad_value() -> None:
         BasedAttention(D, D, D, feature_dim=0)
     with pytest.raises(ValueError, match=r"^based needs eps >= 0, got eps=-1.0$"):
         BasedAttention(D, D, D, eps=-1.0)
-
-
-def test_trains_an_lm_through_the_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    record = completed(tmp_path / "run", *TINY_LM, "attention=based", "attention.feature_dim=4", *TINY_BUDGET)
-    assert record["choices"]["attention"] == "based" and math.isfinite(record["metrics"]["test/loss"])
-    assert train(tmp_path / "bad", *TINY_LM, "attention=based", "attention.feature_dim=0", *TINY_BUDGET) == 2
-    assert "feature_dim" in capsys.readouterr().err.strip().splitlines()[-1]

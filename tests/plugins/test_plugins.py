@@ -10,7 +10,7 @@ from attnx.testing import CHECKS, check_attention, check_score
 from helpers.plugins import listing
 
 # it declares no causal, position_free, and ships no reference
-LOCAL_WINDOW_LACKS = ("causality", "permutation", "cached_decoding", "reference")
+LOCAL_WINDOW_LACKS = ("causality", "permutation", "cached_decoding", "state", "reference")
 
 
 def test_shipped_example_plugins_pass_the_kit() -> None:
