@@ -285,6 +285,11 @@ CASES = [
     ("predict ckpt={rnn} input=1", "broken.py failed to import", "broken"),
     # report
     ("report {empty_folder}", "no run folder under {empty_folder}", None),
+    # generate: an lm run or checkpoint, and sampling options in range
+    ("generate {missing} a", "{missing}: no such run folder or checkpoint", None),
+    ("generate {runs} a", "a seq2seq model, not an lm", None),
+    ("generate {rnn} a --temperature -1", "--temperature=-1.0: must be >= 0 (0: greedy)", None),
+    ("generate {rnn} a --temperature 1 --top-k 0", "--top-k=0: must be >= 1", None),
     ("report {runs} --panel nope", "--panel nope is not a swept key; swept: (none)", None),
     ("report {runs} --select seed", "--select seed is not a swept key", None),
     ("report {runs} --by val/loss", "--by ranks --select's choice: give --select too", None),
@@ -327,6 +332,17 @@ CASES = [
     ),
     ("compare attention=local_window seeds=[0,0,1]", "seeds=[0, 0, 1]: 0 is repeated", None),
     ("compare attention=local_window mechanisms=[none,additive,bahdanau]", "additive is repeated", None),
+    (
+        "compare attention=local_window protocol.grid.enabled=true protocol.grid.lr=[]",
+        "protocol.grid.lr is empty",
+        None,
+    ),
+    (
+        "compare attention=local_window protocol.grid.enabled=true protocol.lr_search=true",
+        "both choose the learning rate",
+        None,
+    ),
+    ("compare attention=local_window pareto=speed", "must be one of time, state", None),
     ("compare attention=local_window bench.n=0", "bench.n=0: must be a positive integer", None),
     ("compare attention=local_window bench.heads=3", "bench.heads=3 must divide bench.dim=64", None),
     ("compare attention=local_window score_host=nope", "score_host: unknown attention 'nope'", None),
@@ -391,6 +407,7 @@ CASES = [
     ("compare attention=local_window launcher=nope", "launcher: unknown hydra/launcher 'nope'", None),
     ("compare attention=local_window hydra.launcher=joblib", "hydra.launcher is a config group", None),
     # train: data longer than a model's max_len (the lm, mqar, architecture and positions groups)
+    ("train {lm} lm.ff=relu", "ff must be one of gelu, swiglu; got ff='relu'", None),
     ("train {lm} lm.max_len=8", "lm.max_len=8: the train split of task=mqar needs 16 tokens", None),
     ("train {lm} task.test_seq_len=64 lm.max_len=32", "lm.max_len=32: the test split of task=mqar", None),
     (
