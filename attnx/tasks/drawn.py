@@ -1,4 +1,4 @@
-"""Tasks whose splits are drawn from a generator of their own (MAD's capability tasks, Poli et al. 2024):
+"""Tasks whose splits are drawn from a generator of their own (mqar, MAD's capability tasks, H3's synthetics):
 each split from the task's seed and the split's name alone, none repeating a sequence of an earlier split."""
 
 from __future__ import annotations

@@ -34,8 +34,8 @@ import torch
 from torch import Tensor
 
 from attnx.registry import register_task
-from attnx.tasks.base import SPLITS, PaddedSplit, SizedTask, check
-from attnx.tasks.synthetic import draw_unseen
+from attnx.tasks.base import check
+from attnx.tasks.drawn import DrawnTask
 from attnx.vocab import PAD, SPECIALS, Vocab
 
 _FIRST_SYMBOL = len(SPECIALS)  # ordinary token t has id _FIRST_SYMBOL + t; `=>` comes after them
@@ -43,10 +43,10 @@ COPY_PREFIX = "=>"
 _RESERVED = 2  # H3's vocab_size counts `=>` and the no-op `.`
 
 
-class ICLSynthetic(SizedTask):
+class ICLSynthetic(DrawnTask):
     """A prompt, a query that starts with `=>`, and the answer as the last position's only target (`lm`
     model kind).
-    Subclasses give `check_seq_len` and `sample`; H3's vocabulary size and split sizes are here."""
+    Subclasses give `check_seq_len` and `draw`; H3's vocabulary size and split sizes are here."""
 
     model_type = "lm"
     default_attention = "multi_head"  # softmax attention, H3's reference that solves both tasks
@@ -79,26 +79,12 @@ class ICLSynthetic(SizedTask):
         """Refuse (`check`) a prompt length the generator cannot fill."""
         raise NotImplementedError
 
-    def sample(self, n: int, seq_len: int, generator: torch.Generator) -> Tensor:
+    def draw(self, n: int, seq_len: int, generator: torch.Generator) -> Tensor:
         """[n, T] symbol indices (ordinary tokens 0..S−1, `=>` = S): the prompt, the query, the answer."""
         raise NotImplementedError
 
-    def build(self) -> dict[str, PaddedSplit]:
-        splits: dict[str, PaddedSplit] = {}
-        for split in SPLITS:
-            src, tgt = self._fresh(split, [s.src for s in splits.values()])
-            lengths = torch.full((len(src),), src.shape[1])
-            splits[split] = PaddedSplit(src, lengths, tgt, lengths)
-        return splits
-
-    def _fresh(self, split: str, earlier: list[Tensor]) -> tuple[Tensor, Tensor]:
-        """The split's sequences, rejecting any that an earlier split holds (no test leakage)."""
-        size, length, generator = self.sizes[split], self.lengths[split], self.generator(split)
-        src, tgt = draw_unseen(lambda: answer_last(self.sample(size, length, generator)), size, earlier)
-        if len(src) < size:
-            unseen = f"only {len(src)} sequences unseen in earlier splits"
-            raise ValueError(f"task.{split}_size={size} is invalid: {unseen}")
-        return src, tgt
+    def sample(self, n: int, split: str, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        return answer_last(self.draw(n, self.lengths[split], generator))
 
     def query_mask(self, src: Tensor) -> Tensor:
         """[B, T] bool: each raw sequence's last token, the query whose next token is the answer."""
@@ -126,7 +112,7 @@ class InductionHeadTask(ICLSynthetic):
     def check_seq_len(self, field: str, value: int) -> None:
         check(field, value, value >= 3, ">= 3 (the `=>` and its token before the prompt's last token)")
 
-    def sample(self, n: int, seq_len: int, generator: torch.Generator) -> Tensor:
+    def draw(self, n: int, seq_len: int, generator: torch.Generator) -> Tensor:
         rows = torch.arange(n)
         symbols = torch.randint(0, self.symbols, (n, seq_len + 2), generator=generator)
         trigger = torch.randint(0, seq_len - 2, (n,), generator=generator)
@@ -146,7 +132,7 @@ class AssociativeRecallTask(ICLSynthetic):
     def check_seq_len(self, field: str, value: int) -> None:
         check(field, value, value >= 2 and value % 2 == 0, "an even number >= 2 (key-value pairs)")
 
-    def sample(self, n: int, seq_len: int, generator: torch.Generator) -> Tensor:
+    def draw(self, n: int, seq_len: int, generator: torch.Generator) -> Tensor:
         num_keys, pairs = self.symbols // 2, seq_len // 2
         value_of = num_keys + torch.randint(0, self.symbols - num_keys, (n, num_keys), generator=generator)
         keys = torch.randint(0, num_keys, (n, pairs), generator=generator)

@@ -19,15 +19,15 @@ import torch
 from torch import Tensor
 
 from attnx.registry import register_task
-from attnx.tasks.base import SPLITS, PaddedSplit, SizedTask, check
-from attnx.tasks.synthetic import draw_unseen
+from attnx.tasks.base import check
+from attnx.tasks.drawn import DrawnTask
 from attnx.vocab import PAD, SPECIALS, Vocab
 
 _FIRST_SYMBOL = len(SPECIALS)  # token t has id _FIRST_SYMBOL + t
 
 
 @register_task("mqar")
-class MQARTask(SizedTask):
+class MQARTask(DrawnTask):
     """Associative recall over `vocab_size` tokens "0".."V-1" (keys 1..V/2−1, values V/2..V−1), for the
     `lm` model kind. Metrics: accuracy at the query positions and exact match over all of a sequence's."""
 
@@ -77,25 +77,10 @@ class MQARTask(SizedTask):
         self.shapes["val"] = self.shapes["test" if val_like_test else "train"]
         self.src_vocab = Vocab(str(t) for t in range(vocab_size))
 
-    def build(self) -> dict[str, PaddedSplit]:
-        splits: dict[str, PaddedSplit] = {}
-        for split in SPLITS:
-            src, tgt = self._fresh(split, [s.src for s in splits.values()])
-            length = torch.full((len(src),), src.shape[1])
-            splits[split] = PaddedSplit(src, length, tgt, length)
-        return splits
-
-    def _fresh(self, split: str, earlier: list[Tensor]) -> tuple[Tensor, Tensor]:
-        """The split's sequences, rejecting any that an earlier split holds (no test leakage)."""
-        size, generator = self.sizes[split], self.generator(split)
-        src, tgt = draw_unseen(lambda: self.sample(size, *self.shapes[split], generator), size, earlier)
-        if len(src) < size:
-            unseen = f"only {len(src)} sequences unseen in earlier splits"
-            raise ValueError(f"task.{split}_size={size} is invalid: {unseen}")
-        return src, tgt
-
-    def sample(self, n: int, seq_len: int, pairs: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
-        """`n` sequences: (token ids [n, seq_len], target ids [n, seq_len], PAD where there is no target)."""
+    def sample(self, n: int, split: str, generator: torch.Generator) -> tuple[Tensor, Tensor]:
+        """`n` sequences of the split's shape: (token ids [n, seq_len], target ids [n, seq_len], PAD where
+        there is no target)."""
+        seq_len, pairs = self.shapes[split]
         half = self.vocab_size // 2
         keys = 1 + torch.rand(n, half - 1, generator=generator).argsort(1)[:, :pairs]
         values = half + torch.rand(n, self.vocab_size - half, generator=generator).argsort(1)[:, :pairs]
