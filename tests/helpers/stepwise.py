@@ -1,8 +1,10 @@
-"""Decoding a mechanism token by token as a causal self-attention site does (`prepare` the first token,
-`extend` by each next one, one query at position t over keys 0..t), for the sub-quadratic plugins' tests."""
+"""For the sub-quadratic plugins' tests: noisy float64 mechanisms, padded inputs, and decoding a mechanism
+token by token as a causal self-attention site does (`prepare` the first token, `extend` by each next one,
+one query at position t over keys 0..t)."""
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -29,3 +31,20 @@ def decoded(att: Attention, x: torch.Tensor, mask: torch.Tensor) -> tuple[torch.
 def shapes(cache: Any) -> list[tuple[int, ...]]:
     """The shapes of the tensors a cache holds."""
     return [tuple(t.shape) for t in tree_leaves(cache) if isinstance(t, torch.Tensor)]
+
+
+def perturbed(att: Attention) -> Attention:
+    """att in float64 with noise on every parameter, so that no initialisation's structure hides a
+    difference, in train mode (its dropout p is 0)."""
+    att = att.double().train()
+    with torch.no_grad():
+        for p in att.parameters():
+            p.add_(0.3 * torch.randn_like(p))
+    return att
+
+
+def padded(n: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """x [3, n, width] in float64 and its key mask: sequences of n, n // 2 + 1 and 1 tokens, NaN in
+    padding."""
+    mask = torch.arange(n) < torch.tensor([n, n // 2 + 1, 1])[:, None]
+    return torch.randn(3, n, width, dtype=torch.float64).masked_fill(~mask[..., None], math.nan), mask

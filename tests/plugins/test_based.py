@@ -17,24 +17,14 @@ from attnx.nn.positions import Positions
 from attnx.registry import build
 from attnx.testing import check_attention
 
-from helpers.stepwise import decoded, shapes
+from helpers.stepwise import decoded, padded, perturbed, shapes
 
 D, H, F = 16, 2, 4  # width, heads, feature dimension: φ has 1 + 4 + 16 = 21 features per head
 
 
 def based(**hyperparams: float) -> BasedAttention:
     """Based in float64 with noise on every parameter, so no initialisation's structure hides a difference."""
-    att = BasedAttention(D, D, D, num_heads=H, feature_dim=F, **hyperparams).double()
-    with torch.no_grad():
-        for p in att.parameters():
-            p.add_(0.3 * torch.randn_like(p))
-    return att
-
-
-def padded(n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """x [3, n, D] in float64 and its key mask: sequences of n, n // 2 + 1 and 1 tokens, NaN in padding."""
-    mask = torch.arange(n) < torch.tensor([n, n // 2 + 1, 1])[:, None]
-    return torch.randn(3, n, D, dtype=torch.float64).masked_fill(~mask[..., None], math.nan), mask
+    return perturbed(BasedAttention(D, D, D, num_heads=H, feature_dim=F, **hyperparams))
 
 
 def test_the_feature_map_is_exps_second_order_taylor_polynomial() -> None:
@@ -50,7 +40,7 @@ def test_the_feature_map_is_exps_second_order_taylor_polynomial() -> None:
 @pytest.mark.parametrize("n", [1, 33, 70])  # one token; past one chunk of 32; past two
 def test_fast_paths_equal_the_explicit_polynomial_kernel(n: int, causal: bool, need_weights: bool) -> None:
     att = based()
-    x, mask = padded(n)
+    x, mask = padded(n, D)
     at = Positions.self_attention(n, causal)
     out, weights = att(x, x, x, mask, need_weights, at)
     expected, expected_weights = att.reference(x, x, x, mask, need_weights, at)
@@ -67,7 +57,7 @@ def test_decodes_from_its_recurrent_state_as_the_full_causal_pass() -> None:
     where the state is the smaller cache (n·(21 + 8) > 21·9: n = 7) the cache is S' alone, one
     [B, H, 1 + f + f², d + 1] tensor at every later step, as `state_size` declares."""
     att, n, d = based(), 71, D // H
-    x, mask = padded(n)
+    x, mask = padded(n, D)
     full, _ = att(x, x, x, mask, need_weights=False, positions=Positions.self_attention(n, causal=True))
     steps, caches = decoded(att, x, mask)
     torch.testing.assert_close(steps[mask], full[mask])

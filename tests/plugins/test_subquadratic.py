@@ -26,7 +26,7 @@ from attnx.registry import get, load_all
 from attnx.testing import check_attention, projection_loss
 
 from helpers.paths import REPO
-from helpers.stepwise import decoded, shapes
+from helpers.stepwise import decoded, padded, perturbed, shapes
 
 D, H = 16, 2
 
@@ -111,7 +111,7 @@ def test_linear_decodes_from_its_recurrent_state_as_the_full_causal_pass() -> No
     cache is S' alone, one [B, H, d, d + 1] tensor at every later step; such a step asked for weights gives
     the same context and none, and refuses several causal queries at once."""
     att, n, d = perturbed(linear()), 71, D // H
-    x, mask = padded(n)
+    x, mask = padded(n, D)
     full, _ = att(x, x, x, mask, need_weights=False, positions=Positions.self_attention(n, causal=True))
     steps, caches = decoded(att, x, mask)
     torch.testing.assert_close(steps[mask], full[mask])
@@ -215,7 +215,7 @@ def test_sliding_window_decodes_from_the_last_w_keys_as_the_full_pass(score: str
     window is full, and none after."""
     w, n = 5, 17
     att = perturbed(sliding(score, window=w))
-    x, mask = padded(n)
+    x, mask = padded(n, D)
     at = Positions.self_attention(n, causal=True)
     full, full_weights = att(x, x, x, mask, positions=at)
     steps, caches = decoded(att, x, mask)
@@ -252,22 +252,6 @@ LENGTHS = (1, 7, 31, 32, 33, 77, 130)  # one position; below, at and past one ch
 EVERY_QUERY = torch.ones(3, 3, dtype=torch.bool)
 
 
-def perturbed(att: Attention) -> Attention:
-    """att in float64 with noise on every parameter, so that no initialisation's structure hides a
-    difference, in train mode (its dropout p is 0)."""
-    att = att.double().train()
-    with torch.no_grad():
-        for p in att.parameters():
-            p.add_(0.3 * torch.randn_like(p))
-    return att
-
-
-def padded(n: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """x [3, n, D] in float64 and its key mask: sequences of n, n // 2 + 1 and 1 tokens, NaN in padding."""
-    mask = torch.arange(n) < torch.tensor([n, n // 2 + 1, 1])[:, None]
-    return torch.randn(3, n, D, dtype=torch.float64).masked_fill(~mask[..., None], math.nan), mask
-
-
 def assert_matches_reference(
     att: Attention,
     query: torch.Tensor,
@@ -293,7 +277,7 @@ def assert_matches_reference(
 @pytest.mark.parametrize("causal", [True, False])
 @pytest.mark.parametrize("n", LENGTHS)
 def test_linear_equals_its_reference_in_self_attention(n: int, causal: bool, need_weights: bool) -> None:
-    x, mask = padded(n)
+    x, mask = padded(n, D)
     at = Positions.self_attention(n, causal)
     assert_matches_reference(perturbed(linear()), x, x, mask, need_weights, at, mask)
 
@@ -303,7 +287,7 @@ def test_linear_equals_its_reference_in_self_attention(n: int, causal: bool, nee
 @pytest.mark.parametrize("n", LENGTHS)
 def test_linear_equals_its_reference_in_cross_attention(n: int, at: str, need_weights: bool) -> None:
     """3 queries at positions 0..2 over n keys at 0..n-1 (causal: the explicit path's shape)."""
-    keys, mask = padded(n)
+    keys, mask = padded(n, D)
     query = torch.randn(3, 3, D, dtype=torch.float64)
     positions = None if at == "none" else Positions(Positions.span(3), Positions.span(n), at == "causal")
     assert_matches_reference(perturbed(linear()), query, keys, mask, need_weights, positions, EVERY_QUERY)
@@ -317,7 +301,7 @@ def test_linear_equals_its_reference_in_cross_attention(n: int, at: str, need_we
 def test_sliding_window_equals_its_reference(
     n: int, causal: bool, need_weights: bool, window: int, score: str
 ) -> None:
-    x, mask = padded(n)
+    x, mask = padded(n, D)
     att = perturbed(sliding(score, window))
     assert_matches_reference(att, x, x, mask, need_weights, Positions.self_attention(n, causal), mask)
 
@@ -325,7 +309,7 @@ def test_sliding_window_equals_its_reference(
 @pytest.mark.parametrize("causal", [True, False])
 def test_sliding_window_reference_is_finite_for_padded_queries_without_a_real_key(causal: bool) -> None:
     att, n = perturbed(sliding(window=1)), 20
-    x, mask = padded(n)
+    x, mask = padded(n, D)
     out, weights = att.reference(x.nan_to_num(0.0), x, x, mask, positions=Positions.self_attention(n, causal))
     assert torch.isfinite(out).all() and torch.isfinite(weights).all()
 
@@ -344,7 +328,7 @@ def test_a_linear_reference_that_sees_one_key_ahead_fails(need_weights: bool) ->
             return super().reference(query, keys, values, mask, need_weights, ahead)
 
     att, n = perturbed(OneAhead(D, D, D, num_heads=H)), 33
-    x, mask = padded(n)
+    x, mask = padded(n, D)
     with pytest.raises(AssertionError, match="not close"):
         assert_matches_reference(att, x, x, mask, need_weights, Positions.self_attention(n, True), mask)
 
@@ -361,7 +345,7 @@ def test_a_sliding_window_reference_one_wider_fails(causal: bool, need_weights: 
             return cls.reference(wider, *args, **kwargs)
 
     att, n = perturbed(OneWider(D, D, D, get("score", "scaled_dot"), num_heads=H, window=3)), 33
-    x, mask = padded(n)
+    x, mask = padded(n, D)
     with pytest.raises(AssertionError, match="not close"):
         assert_matches_reference(att, x, x, mask, need_weights, Positions.self_attention(n, causal), mask)
 
