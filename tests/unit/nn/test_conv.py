@@ -9,8 +9,16 @@ from attnx.nn.conv import ShortConvolution
 
 
 def conv(kernel_size: int = 3, dim: int = 4) -> ShortConvolution:
+    """A convolution with random taps: the initial identity would hide a tap read at the wrong offset."""
     torch.manual_seed(0)
-    return ShortConvolution(dim, kernel_size).double()
+    layer = ShortConvolution(dim, kernel_size).double()
+    torch.nn.init.normal_(layer.weight)
+    return layer
+
+
+def test_it_starts_as_the_identity_so_a_block_starts_as_the_block_without_it() -> None:
+    x = torch.randn(2, 6, 4)
+    torch.testing.assert_close(ShortConvolution(4, 3)(x)[0], x, rtol=0, atol=0)
 
 
 def test_each_output_is_the_weighted_sum_of_the_last_k_inputs() -> None:
