@@ -80,13 +80,26 @@ def checkpoint_of(run: str) -> str:
     return str(record["checkpoint"])
 
 
+def symbol_logits(logits: torch.Tensor) -> torch.Tensor:
+    """logits [..., V] with the special tokens' (ids 0..len(SPECIALS)−1: padding, <bos>, <eos>, <unk>) at
+    −inf: an lm task's targets are its symbols, so those logits are untrained, and a barely trained model
+    sampled them."""
+    from attnx.vocab import SPECIALS
+
+    logits = logits.clone()
+    logits[..., : len(SPECIALS)] = float("-inf")
+    return logits
+
+
 def next_token(
     logits: torch.Tensor, temperature: float, top_k: int | None, generator: torch.Generator
 ) -> torch.Tensor:
     """logits [B, V] -> the next tokens [B]: the argmax at temperature 0, else a draw from
-    softmax(logits / temperature) over the `top_k` likeliest tokens (all when None)."""
+    softmax(logits / temperature) over the `top_k` likeliest tokens (all when None); never a special token
+    (`symbol_logits`)."""
     import torch
 
+    logits = symbol_logits(logits)
     if temperature == 0:
         return logits.argmax(-1)
     scaled = logits / temperature
@@ -184,7 +197,7 @@ def _answers(task: Any, itos: list[str], prompt: Any, new: Any, logits: Any) -> 
     sequence = torch.cat([prompt, new], dim=1)
     queries = task.query_mask(sequence)[0, : logits.size(1)].nonzero().flatten().tolist()
     if not queries:
-        print("no query positions (a key of the pairs, repeated after them)")
+        print("no query positions: the task marks none in this sequence")
         return
     print("position  query -> answer")
     for t in queries:

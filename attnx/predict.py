@@ -260,7 +260,7 @@ def _recall(module: Any, task: Any, batch: Any, options: Any) -> int:
     tokens = [itos[i] for i in batch.src[0].tolist()]
     queries = task.query_mask(batch.src)[0].nonzero().flatten().tolist()
     if not queries:
-        print("no query positions in the input (a key of the pairs, repeated after them)")
+        print("no query positions in the input: the task marks none in it")
         return 0
     print("position  query -> predicted")
     for t in queries:

@@ -7,7 +7,7 @@ import argparse
 import pytest
 import torch
 
-from attnx.generate import GenerateError, check, generate, next_token
+from attnx.generate import GenerateError, check, generate, next_token, symbol_logits
 from attnx.models.assembly import build_model
 from attnx.models.lm import CausalLM
 
@@ -33,7 +33,7 @@ def test_greedy_appends_the_argmax_of_a_full_forward_pass_each_time(model: Causa
     with torch.no_grad():
         for _ in range(NEW):
             full, _ = model(sequence, torch.tensor([sequence.size(1)]))
-            sequence = torch.cat([sequence, full[:, -1:].argmax(-1)], dim=1)
+            sequence = torch.cat([sequence, symbol_logits(full[:, -1:]).argmax(-1)], dim=1)
     assert torch.equal(new, sequence[:, PROMPT:])
     assert logits.shape == (1, PROMPT + NEW - 1, VOCAB)  # every position read; the last new token is not
     torch.testing.assert_close(logits, full[:, : PROMPT + NEW - 1], rtol=0, atol=1e-5)
@@ -49,14 +49,15 @@ def test_sampling_is_reproducible_by_seed_and_top_k_1_is_greedy(model: CausalLM)
 
 
 def test_top_k_draws_only_among_the_k_likeliest() -> None:
-    logits = torch.tensor([[0.0, 3.0, 1.0, 2.9, -1.0]]).repeat(4000, 1)
+    # the four special tokens first (never drawn), then the symbols 4..8
+    logits = torch.tensor([[9.0, 9.0, 9.0, 9.0, 0.0, 3.0, 1.0, 2.9, -1.0]]).repeat(4000, 1)
     drawn = next_token(logits, 1.0, 2, torch.Generator().manual_seed(0))
-    assert set(drawn.tolist()) == {1, 3}
-    freq = (drawn == 1).float().mean().item()  # softmax over the two: e^3 / (e^3 + e^2.9) = 0.525
+    assert set(drawn.tolist()) == {5, 7}
+    freq = (drawn == 5).float().mean().item()  # softmax over the two: e^3 / (e^3 + e^2.9) = 0.525
     assert freq == pytest.approx(0.525, abs=0.03)
     hot = next_token(logits, 100.0, None, torch.Generator().manual_seed(0))  # a high temperature: ~uniform
-    assert set(hot.tolist()) == {0, 1, 2, 3, 4}
-    assert torch.equal(next_token(logits[:1], 0.0, None, torch.Generator()), torch.tensor([1]))
+    assert set(hot.tolist()) == {4, 5, 6, 7, 8}
+    assert torch.equal(next_token(logits[:1], 0.0, None, torch.Generator()), torch.tensor([5]))
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from attnx.cli import main as cli
+from attnx.generate import symbol_logits
 from attnx.predict import load
 from attnx.tasks.mqar import MQARTask
 
@@ -52,7 +53,7 @@ def test_greedy_continues_as_the_full_forward_passes_argmax_and_shows_the_answer
     with torch.no_grad():
         for _ in range(5):
             logits, _ = model(tokens, torch.tensor([tokens.size(1)]))
-            tokens = torch.cat([tokens, logits[:, -1:].argmax(-1)], dim=1)
+            tokens = torch.cat([tokens, symbol_logits(logits[:, -1:]).argmax(-1)], dim=1)
     assert continuation == [itos[i] for i in tokens[0, 11:].tolist()]
     assert out[2] == "position  query -> answer"  # mqar: the model's answer at each query
     assert len(out) > 3 and all("->" in line for line in out[3:])
