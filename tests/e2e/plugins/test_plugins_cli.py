@@ -75,7 +75,7 @@ def test_check_one_attention_by_alias_and_an_unknown_name(tmp_path: Path) -> Non
     assert unknown.stderr.startswith(
         "attnx plugins check: error: unknown score or attention 't5' (did you mean 't5_bias'?); scores: "
     )
-    assert "attentions: additive, dot, fixed_c, linear, local_window" in unknown.stderr
+    assert "attentions: additive, based, dot, fixed_c, linear, local_window" in unknown.stderr
 
 
 def test_failing_checks_exit_1(tmp_path: Path) -> None:
