@@ -181,7 +181,11 @@ def test_a_hanging_plugin_import_is_named_and_ctrl_c_stops_it_in_one_line(
     plugin = tmp_path / "mine" / "slow.py"
     plugin.parent.mkdir()
     plugin.write_text(SLOW)
+    # SIGINT as a shell gives it: a test worker may pass it on ignored or blocked (an ignored signal stays
+    # ignored across exec), and Python then raises no KeyboardInterrupt
     code = (
+        "import signal; signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT}); "
+        "signal.signal(signal.SIGINT, signal.default_int_handler); "
         "import sys, attnx.registry.discovery as d; d.SLOW_IMPORT_S = 0.2; import attnx.cli; "
         "sys.exit(attnx.cli.main())"
     )
