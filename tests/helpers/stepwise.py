@@ -48,3 +48,24 @@ def padded(n: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
     padding."""
     mask = torch.arange(n) < torch.tensor([n, n // 2 + 1, 1])[:, None]
     return torch.randn(3, n, width, dtype=torch.float64).masked_fill(~mask[..., None], math.nan), mask
+
+
+def assert_matches_reference(
+    att: Attention,
+    query: torch.Tensor,
+    keys: torch.Tensor,
+    mask: torch.Tensor,
+    need_weights: bool,
+    positions: Positions | None,
+    real: torch.Tensor,
+) -> None:
+    """forward == reference (context, and weights when asked for) over the `real` queries' rows [B, Tq], to
+    float64 precision; NaN in those rows fails."""
+    out, weights = att(query, keys, keys, mask, need_weights, positions)
+    expected, expected_weights = att.reference(query, keys, keys, mask, need_weights, positions)
+    torch.testing.assert_close(out[real], expected[real])
+    if need_weights:
+        rows = real[:, None].expand(-1, att.num_heads, -1)
+        torch.testing.assert_close(weights[rows], expected_weights[rows])
+    else:
+        assert weights is None and expected_weights is None

@@ -17,7 +17,7 @@ from attnx.nn.positions import Positions
 from attnx.registry import build
 from attnx.testing import check_attention
 
-from helpers.stepwise import decoded, padded, perturbed, shapes
+from helpers.stepwise import assert_matches_reference, decoded, padded, perturbed, shapes
 
 D, H, F = 16, 2, 4  # width, heads, feature dimension: φ has 1 + 4 + 16 = 21 features per head
 
@@ -42,12 +42,7 @@ def test_fast_paths_equal_the_explicit_polynomial_kernel(n: int, causal: bool, n
     att = based()
     x, mask = padded(n, D)
     at = Positions.self_attention(n, causal)
-    out, weights = att(x, x, x, mask, need_weights, at)
-    expected, expected_weights = att.reference(x, x, x, mask, need_weights, at)
-    torch.testing.assert_close(out[mask], expected[mask])
-    if need_weights:
-        rows = mask[:, None].expand(-1, H, -1)
-        torch.testing.assert_close(weights[rows], expected_weights[rows])
+    assert_matches_reference(att, x, x, mask, need_weights, at, mask)
     query = torch.randn(3, 2, D, dtype=torch.float64)  # cross-attention without positions: the shared state
     torch.testing.assert_close(att(query, x, x, mask)[0], att.reference(query, x, x, mask)[0])
 

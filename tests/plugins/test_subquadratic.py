@@ -26,7 +26,7 @@ from attnx.registry import get, load_all
 from attnx.testing import check_attention, projection_loss
 
 from helpers.paths import REPO
-from helpers.stepwise import decoded, padded, perturbed, shapes
+from helpers.stepwise import assert_matches_reference, decoded, padded, perturbed, shapes
 
 D, H = 16, 2
 
@@ -250,27 +250,6 @@ def test_sliding_window_needs_positions_and_a_window() -> None:
 
 LENGTHS = (1, 7, 31, 32, 33, 77, 130)  # one position; below, at and past one chunk of 32; several chunks
 EVERY_QUERY = torch.ones(3, 3, dtype=torch.bool)
-
-
-def assert_matches_reference(
-    att: Attention,
-    query: torch.Tensor,
-    keys: torch.Tensor,
-    mask: torch.Tensor,
-    need_weights: bool,
-    positions: Positions | None,
-    real: torch.Tensor,
-) -> None:
-    """forward == reference (context, and weights when asked for) over the `real` queries' rows [B, Tq], to
-    float64 precision; NaN in those rows fails."""
-    out, weights = att(query, keys, keys, mask, need_weights, positions)
-    expected, expected_weights = att.reference(query, keys, keys, mask, need_weights, positions)
-    torch.testing.assert_close(out[real], expected[real])
-    if need_weights:
-        rows = real[:, None].expand(-1, H, -1)
-        torch.testing.assert_close(weights[rows], expected_weights[rows])
-    else:
-        assert weights is None and expected_weights is None
 
 
 @pytest.mark.parametrize("need_weights", [True, False])
