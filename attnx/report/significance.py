@@ -7,10 +7,19 @@ matched), so that a cell is one task setting and its rows are the key's values. 
 seed are paired: the same data order and initial embeddings.
 
 - `against_baseline`: each row against the cell's baseline row (`--baseline attention=additive`),
-  paired over seeds (`attnx.report.stats.paired`), p-values Holm-adjusted over all the comparisons made.
+  paired over seeds (`attnx.report.stats.paired`: the mean difference, d_z and the smallest detectable
+  difference, each with what it needs), p-values Holm-adjusted within the cell. Holm's family is one cell
+  because each task setting is its own question: a family of every comparison in a report would make
+  eight seeds and twenty comparisons unable to reach significance anywhere (the exact test's floor at 8
+  seeds, 2/2^8 = 0.0078, times 20 is 0.16).
 - `win_matrix`: per cell, each ordered pair of the key's values: W when the 95% bootstrap interval of
   the paired difference lies wholly on the better side of 0, L when wholly on the worse side, T
   otherwise (with one seed there is no interval: by the sign of the difference).
+- Convergence (results.json's `convergence`, `attnx.track.convergence`): a row whose runs include one
+  still improving (`converged: false`) is `convergence(row)`'s "still improving (k of n)"; a comparison or
+  a pairing with such a row on either side is no win and no loss ("not converged: raise the budget",
+  NC in the matrix): the difference says how far each side got within the budget, not which is better.
+  Runs without a verdict (older records, too few validations) count as before.
 - `ranks`: per cell the key's values ranked by mean (1 = best, ties share the mean rank), and the mean
   rank over cells.
 """
@@ -36,9 +45,12 @@ class Comparison:
     result: stats.Paired
     p_holm: float | None
     lower: bool  # lower is better for the metric
+    converged: bool = True  # False: either side has a run still improving at the end of its budget
 
     def verdict(self, alpha: float = stats.ALPHA) -> str:
         r = self.result
+        if not self.converged:
+            return NOT_CONVERGED
         if r.p is None:
             return "one seed: no test"
         if stats.smallest_p(r.n) >= alpha and r.test == "sign-flip":
@@ -46,6 +58,33 @@ class Comparison:
         if self.p_holm is not None and self.p_holm < alpha:
             return "better" if (r.mean < 0) == self.lower else "worse"
         return "no significant difference"
+
+
+NOT_CONVERGED = "not converged: raise the budget"
+
+
+@dataclass(frozen=True)
+class Convergence:
+    """A configuration's runs by their recorded verdict: converged, still improving, of how many."""
+
+    converged: int
+    improving: int
+    runs: int
+
+    def __str__(self) -> str:
+        if self.improving:
+            return f"still improving ({self.improving} of {self.runs})"
+        return f"converged {self.converged}/{self.runs}" if self.converged else "–"
+
+
+def convergence(row: Row) -> Convergence:
+    """How many of `row`'s runs converged and how many were still improving (module doc)."""
+    verdicts = [(run.get("convergence") or {}).get("converged") for run in row.runs]
+    return Convergence(verdicts.count(True), verdicts.count(False), len(verdicts))
+
+
+def _converged(*rows: Row) -> bool:
+    return not any(convergence(row).improving for row in rows)
 
 
 @dataclass(frozen=True)
@@ -99,29 +138,35 @@ def paired(row: Row, baseline: Row, metric: str) -> stats.Paired:
 
 
 def against_baseline(grouped: Cells, baseline: Any, metric: str) -> list[Comparison]:
-    """Every row of a cell that has a `baseline` row against it, Holm-adjusted together."""
+    """Every row of a cell that has a `baseline` row against it, Holm-adjusted within the cell."""
+    lower = lower_is_better(metric)
     found = []
     for cell, by_value in grouped.rows.items():
         base = by_value.get(baseline)
         if base is None:
             continue
-        for value, row in by_value.items():
-            if value != baseline:
-                found.append((cell, value, paired(row, base, metric)))
-    adjusted = stats.holm([result.p for _, _, result in found])
-    lower = lower_is_better(metric)
-    return [Comparison(cell, value, result, p, lower) for (cell, value, result), p in zip(found, adjusted)]
+        rows = [(value, row) for value, row in by_value.items() if value != baseline]
+        results = [paired(row, base, metric) for _, row in rows]
+        adjusted = stats.holm([result.p for result in results])
+        found += [
+            Comparison(cell, value, result, p, lower, _converged(row, base))
+            for (value, row), result, p in zip(rows, results, adjusted)
+        ]
+    return found
 
 
 def win_matrix(grouped: Cells, metric: str) -> dict[tuple[Any, ...], dict[tuple[Any, Any], str]]:
-    """Per cell, (a, b) -> "W" | "T" | "L": a against b on `metric`, by the rule in the module doc."""
+    """Per cell, (a, b) -> "W" | "T" | "L" (or "NC", not converged): a against b on `metric`, by the
+    rules in the module doc."""
     lower = lower_is_better(metric)
     matrix = {}
     for cell, by_value in grouped.rows.items():
         outcomes = {}
         for a, row_a in by_value.items():
             for b, row_b in by_value.items():
-                if a != b:
+                if a != b and not _converged(row_a, row_b):
+                    outcomes[(a, b)] = "NC"
+                elif a != b:
                     outcomes[(a, b)] = _outcome(paired(row_a, row_b, metric), lower)
         matrix[cell] = outcomes
     return matrix

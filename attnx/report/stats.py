@@ -9,6 +9,13 @@
   the mean difference (`scipy.stats.permutation_test`, all 2^n sign patterns: under the null each
   difference is as likely negated); above that, the Wilcoxon signed-rank test (`scipy.stats.wilcoxon`).
   With n seeds no two-sided sign-flip test can go below `smallest_p(n)` = 2 / 2^n: 0.25 for 3 seeds.
+  Next to the mean difference, its size in units of its own spread, the standardized paired effect
+  d_z = mean(d) / sd(d) (Cohen 1988, the "d_z" of Lakens 2013) with a percentile-bootstrap interval, and
+  the smallest detectable difference at this n (`mde`): the true mean difference a one-sample t-test at
+  level alpha detects with the given power,
+      MDE = (t_{1-alpha/2, n-1} + t_{power, n-1}) * sd(d) / sqrt(n),   alpha = 0.05, power = 0.8,
+  the normal-approximation formula of Cohen 1988 (ch. 2) with t quantiles for the n - 1 degrees of
+  freedom the seeds give. It is the t-test's bound; the exact test adds its floor `smallest_p(n)`.
 - `holm(p)`: Holm's step-down adjustment of several p-values, which bounds the family-wise error rate:
   sort ascending, p_(i)·(m − i + 1) for i = 1..m, made non-decreasing, capped at 1.
 """
@@ -16,14 +23,16 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from scipy import stats
 
 CONFIDENCE = 0.95
 ALPHA = 0.05
+POWER = 0.8  # the chance of detecting a true difference of `mde`'s size
 RESAMPLES = 9999
 EXACT_MAX = 16  # 2^16 sign patterns: beyond that the rank test, whose p is as exact and far cheaper
 
@@ -47,6 +56,9 @@ class Paired:
     ci: tuple[float, float] | None
     p: float | None  # two-sided; None for one seed
     test: str  # "sign-flip" | "wilcoxon" | "none"
+    d_z: float | None = None  # mean / sd of the differences (±inf when they are all equal and not 0)
+    d_z_ci: tuple[float, float] | None = None  # its 95% bootstrap interval
+    mde: float | None = None  # the smallest difference detectable at this n (module doc); None for one seed
 
 
 def summarize(values: Sequence[float]) -> Summary:
@@ -56,17 +68,19 @@ def summarize(values: Sequence[float]) -> Summary:
     return Summary(len(x), float(x.mean()), float(x.std(ddof=1)), bootstrap_ci(x))
 
 
-def bootstrap_ci(x: np.ndarray) -> tuple[float, float]:
-    """The percentile bootstrap interval of the mean, seeded: the same report twice gives the same
-    interval. Percentile, not BCa: BCa is undefined when every seed gives the same value."""
-    result = stats.bootstrap(
-        (x,),
-        np.mean,
-        confidence_level=CONFIDENCE,
-        n_resamples=RESAMPLES,
-        method="percentile",
-        rng=np.random.default_rng(0),
-    )
+def bootstrap_ci(x: np.ndarray, statistic: Callable[..., Any] = np.mean) -> tuple[float, float]:
+    """The percentile bootstrap interval of `statistic` (the mean unless told), seeded: the same report
+    twice gives the same interval. Percentile, not BCa: BCa is undefined when every seed gives the same
+    value."""
+    with np.errstate(invalid="ignore"):  # infinite d_z of resamples whose values are all equal
+        result = stats.bootstrap(
+            (x,),
+            statistic,
+            confidence_level=CONFIDENCE,
+            n_resamples=RESAMPLES,
+            method="percentile",
+            rng=np.random.default_rng(0),
+        )
     low, high = result.confidence_interval
     return float(low), float(high)
 
@@ -88,7 +102,23 @@ def paired(a: Sequence[float], b: Sequence[float]) -> Paired:
         p, name = 1.0, "wilcoxon"
     else:
         p, name = float(stats.wilcoxon(d).pvalue), "wilcoxon"
-    return Paired(n, float(d.mean()), bootstrap_ci(d), min(p, 1.0), name)
+    return Paired(
+        n, float(d.mean()), bootstrap_ci(d), min(p, 1.0), name, float(d_z(d)), bootstrap_ci(d, d_z), mde(d)
+    )
+
+
+def d_z(d: np.ndarray, axis: int = -1) -> Any:
+    """mean(d) / sd(d) along `axis` (sample sd); differences all equal give ±inf, or 0 when they are 0."""
+    mean, sd = d.mean(axis=axis), d.std(axis=axis, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):  # x / 0 is ±inf; 0 / 0 is nan, made 0
+        return np.nan_to_num(mean / sd, nan=0.0, posinf=np.inf, neginf=-np.inf)
+
+
+def mde(d: np.ndarray, alpha: float = ALPHA, power: float = POWER) -> float:
+    """(t_{1-alpha/2, n-1} + t_{power, n-1}) · sd(d) / √n: the module doc's smallest detectable difference."""
+    n = len(d)
+    t = stats.t.ppf(1 - alpha / 2, n - 1) + stats.t.ppf(power, n - 1)
+    return float(t * d.std(ddof=1) / math.sqrt(n))
 
 
 def smallest_p(n: int) -> float:

@@ -8,7 +8,7 @@ import pytest
 
 from attnx.report import stats
 from attnx.report.runs import Row
-from attnx.report.significance import against_baseline, cells, ranks, win_matrix
+from attnx.report.significance import against_baseline, cells, convergence, ranks, win_matrix
 
 
 def test_identical_runs_differ_by_zero_with_p_one() -> None:
@@ -85,7 +85,8 @@ def test_paired_comparisons_win_matrix_and_ranks_within_cells() -> None:
     assert set(found) == {(("a",), "dot"), (("a",), "none"), (("b",), "dot")}
     dot_a = found[(("a",), "dot")]
     assert dot_a.result.mean == pytest.approx(-0.11) and dot_a.result.p == pytest.approx(0.25)
-    assert dot_a.p_holm == pytest.approx(0.75)  # three comparisons, each at the 3-seed floor
+    assert dot_a.p_holm == pytest.approx(0.5)  # Holm within the cell: task a's two comparisons
+    assert found[(("b",), "dot")].p_holm == pytest.approx(0.25)  # task b's one: its raw p
     assert dot_a.verdict().startswith("untestable at 3 seeds")
     matrix = win_matrix(grouped, "test/acc")
     assert matrix[("a",)][("additive", "dot")] == "W" and matrix[("a",)][("dot", "additive")] == "L"
@@ -104,3 +105,34 @@ def test_columns_that_follow_from_the_key_do_not_split_cells() -> None:
     grouped = cells(table, ["attention", "score", "optim.lr"], "attention", tuned=["optim.lr"])
     assert grouped.columns == [] and list(grouped.rows[()]) == ["additive", "dot"]
     assert win_matrix(grouped, "test/acc")[()][("additive", "dot")] == "W"  # one seed: by the sign
+
+
+def test_effect_size_and_smallest_detectable_difference_match_a_hand_computation() -> None:
+    # differences 1, 2, 3, 4: mean 2.5, sd sqrt(5/3) = 1.291; t_{0.975,3} = 3.182, t_{0.8,3} = 0.978
+    result = stats.paired([1, 2, 3, 4], [0, 0, 0, 0])
+    assert result.d_z == pytest.approx(2.5 / 1.2909944)
+    assert result.mde == pytest.approx((3.1824463 + 0.9784723) * 1.2909944 / 2)
+    assert result.d_z_ci is not None and result.d_z_ci[0] <= result.d_z <= result.d_z_ci[1]
+    assert stats.paired([0.5, 0.5], [0.5, 0.5]).d_z == 0.0  # no difference at all: 0, not NaN
+    assert stats.paired([1.0], [0.0]).mde is None
+    assert stats.seeds_for(0.01) == 8  # 2 / 2^8 = 0.0078
+
+
+def converging(row: Row, *verdicts: bool | None) -> Row:
+    for run_, converged in zip(row.runs, verdicts):
+        run_["convergence"] = {"converged": converged, "reason": "test"}
+    return row
+
+
+def test_a_difference_with_a_side_still_improving_is_no_win_and_no_loss() -> None:
+    table = rows(TABLE)
+    converging(table[0], True, True, True)  # a, additive
+    converging(table[1], True, False, True)  # a, dot: one run still improving
+    grouped = cells(table, ["task", "attention"], "attention")
+    found = {(c.cell, c.value): c for c in against_baseline(grouped, "additive", "test/acc")}
+    assert found[(("a",), "dot")].verdict() == "not converged: raise the budget"
+    assert found[(("a",), "none")].verdict().startswith("untestable")  # no verdicts recorded: as before
+    matrix = win_matrix(grouped, "test/acc")
+    assert matrix[("a",)][("additive", "dot")] == "NC" and matrix[("a",)][("additive", "none")] == "T"
+    assert str(convergence(table[1])) == "still improving (1 of 3)"
+    assert str(convergence(table[0])) == "converged 3/3" and str(convergence(table[2])) == "–"
