@@ -25,8 +25,7 @@ class ClassifierModule(AttnxModule):
                 "f1": MulticlassF1Score(n, average="macro"),
             }
         )
-        self.val_metrics = metrics.clone(prefix="val/")
-        self.test_metrics = metrics.clone(prefix="test/")
+        self.evaluated_by(metrics)
 
     def forward(self, batch: Batch, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
         return self.model(batch.src, batch.src_len, need_weights=need_weights)
@@ -37,10 +36,10 @@ class ClassifierModule(AttnxModule):
 
     def _evaluate(self, batch: Batch, stage: str) -> None:
         logits, _ = self(batch)
-        metrics = self.val_metrics if stage == "val" else self.test_metrics
+        metrics = self.metrics_of(stage)
         label = given(batch.label, "labels")
         size = len(label)
         metrics["loss"].update(self.loss(logits, batch), weight=size)
         metrics["acc"].update(logits, label)
         metrics["f1"].update(logits, label)
-        self.log_dict(metrics, batch_size=size, prog_bar=stage == "val")
+        self.log_metrics(metrics, size, stage)

@@ -32,8 +32,11 @@ class TaskDataModule(pl.LightningDataModule):
     def val_dataloader(self) -> DataLoader:
         return self._loader("val", bucketing=True)
 
-    def test_dataloader(self) -> DataLoader:
-        return self._loader("test", bucketing=True)
+    def test_dataloader(self) -> DataLoader | list[DataLoader]:
+        """The test split's loader; with test slices, a list: test's, then each slice's (`test@2x`, ...),
+        the order of the module's `test_splits`."""
+        loaders = [self._loader(split, bucketing=True) for split in self.task.split_names()[2:]]
+        return loaders if len(loaders) > 1 else loaders[0]
 
     def _loader(self, split: str, shuffle: bool = False, bucketing: bool = False) -> DataLoader:
         trainer = self.trainer  # None for a bare data module: one process

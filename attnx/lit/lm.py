@@ -30,8 +30,7 @@ class LMModule(AttnxModule):
                 "exact_match": MeanMetric(),
             }
         )
-        self.val_metrics = metrics.clone(prefix="val/")
-        self.test_metrics = metrics.clone(prefix="test/")
+        self.evaluated_by(metrics)
 
     def forward(
         self, batch: Batch, need_weights: bool = False
@@ -44,11 +43,11 @@ class LMModule(AttnxModule):
 
     def _evaluate(self, batch: Batch, stage: str) -> None:
         logits, _ = self(batch)
-        metrics = self.val_metrics if stage == "val" else self.test_metrics
+        metrics = self.metrics_of(stage)
         size, tgt = len(batch.src), given(batch.tgt, "targets")
         targets = tgt != PAD
         metrics["loss"].update(self.loss(logits, batch), weight=targets.sum().float())
         wrong = (logits.argmax(-1) != tgt) & targets
         metrics["acc"].update(logits.flatten(0, 1), tgt.flatten())
         metrics["exact_match"].update((~wrong.any(1)).float())
-        self.log_dict(metrics, batch_size=size, prog_bar=stage == "val")
+        self.log_metrics(metrics, size, stage)

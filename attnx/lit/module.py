@@ -5,19 +5,21 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import lightning.pytorch as pl
 import torch
 from hydra.utils import instantiate
 from lightning.pytorch.utilities.types import OptimizerLRSchedulerConfig
 from torch import nn
+from torchmetrics import MetricCollection
 
 from attnx.lit.optim import param_groups
 from attnx.models.assembly import model_from_spec
 from attnx.models.sites import Sites
 from attnx.models.spec import ModelSpec
 from attnx.nn.fusion import compile_regions, regions_of, stats
+from attnx.tasks.base import slice_names
 
 # `compile: auto` compiles a run of at least this many training steps. The rnn regions save 3-8 ms a
 # step at the quick suite's sizes (1.1-1.3x) against 4-7 s of compiling from a warm cache and 20-290 s
@@ -50,6 +52,10 @@ class AttnxModule(pl.LightningModule):
     versioned plain data (`ModelSpec.to_dict`), so `attnx predict` loads them with `weights_only=True`.
     `sites` are the spec's attention sites when config validation has resolved them already; the heatmaps
     name each map's mechanism by them.
+
+    The test stage has a loader per test split: `test`, then each slice of the task's `test_slices`
+    (`test@2x`, ...), whose metrics are logged under its own prefix (`test@2x/exact_match`), so the
+    headline `test/` metrics never mix in-distribution and longer sequences.
     """
 
     def __init__(self, spec: ModelSpec, sites: Sites | None = None) -> None:
@@ -57,18 +63,37 @@ class AttnxModule(pl.LightningModule):
         self.spec = spec
         self.sites = Sites.of(spec) if sites is None else sites
         self.model: nn.Module = model_from_spec(spec, self.sites)
+        self.test_splits = ["test", *slice_names(spec.task)]  # the test loaders' splits, in order
         self.train_samples = 0
         self.train_seconds = 0.0
         self._fit_started = 0.0
+
+    def evaluated_by(self, metrics: MetricCollection) -> None:
+        """`metrics` cloned for validation (`val/`) and for each test split (`test/`, `test@2x/`, ...)."""
+        self.val_metrics = metrics.clone(prefix="val/")
+        self.test_metrics = nn.ModuleDict(
+            {split: metrics.clone(prefix=f"{split}/") for split in self.test_splits}
+        )
+
+    def metrics_of(self, stage: str) -> MetricCollection:
+        """The metrics of `val` or of one test split."""
+        return cast(MetricCollection, self.val_metrics if stage == "val" else self.test_metrics[stage])
 
     def num_parameters(self) -> int:
         return sum(p.numel() for p in self.model.parameters())
 
     def logged_metrics(self, stage: str = "val") -> list[str]:
-        """The names a validation (`val/loss`, ...: what a callback may monitor) or a test (`test/...`:
-        what results.json reports) logs."""
-        collections = (getattr(self, f"{stage}_metrics", None), getattr(self, f"{stage}_text", None))
-        return sorted(name for metrics in collections if metrics is not None for name in metrics)
+        """The names a validation (`val/loss`, ...: what a callback may monitor) or a test (`test/...`
+        and each slice's `test@2x/...`: what results.json reports) logs."""
+        splits = ["val"] if stage == "val" else self.test_splits
+        collections = [
+            c for s in splits for c in (self.metrics_of(s), self.text_metrics_of(s)) if c is not None
+        ]
+        return sorted(str(name) for metrics in collections for name in metrics)
+
+    def text_metrics_of(self, stage: str) -> MetricCollection | None:
+        """A split's metrics of decoded text, for modules that have them (seq2seq)."""
+        return None
 
     def configure_optimizers(self) -> OptimizerLRSchedulerConfig:
         """The `optim.optimizer` partial on `param_groups`, stepped each batch by the `optim.scheduler`
@@ -103,8 +128,13 @@ class AttnxModule(pl.LightningModule):
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         self._evaluate(batch, "val")
 
-    def test_step(self, batch: Any, batch_idx: int) -> None:
-        self._evaluate(batch, "test")
+    def test_step(self, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
+        self._evaluate(batch, self.test_splits[dataloader_idx])
+
+    def log_metrics(self, metrics: MetricCollection, batch_size: int, stage: str) -> None:
+        """Log a split's metrics under their own prefixes: no `/dataloader_idx_N` suffix, which Lightning
+        adds by default when the test stage has several loaders."""
+        self.log_dict(metrics, batch_size=batch_size, prog_bar=stage == "val", add_dataloader_idx=False)
 
     def setup(self, stage: str) -> None:
         """Compile the model's fusable regions for training (`attnx.nn.fusion`) as `compile` says: true

@@ -13,6 +13,7 @@ from typing import cast
 
 import torch
 import torch.nn.functional as F
+from torch import nn
 from torchmetrics import MeanMetric, MetricCollection
 from torchmetrics.text import Perplexity
 
@@ -39,15 +40,17 @@ class Seq2SeqModule(AttnxModule):
                 "perplexity": Perplexity(ignore_index=PAD),
             }
         )
-        self.val_metrics = metrics.clone(prefix="val/")
-        self.test_metrics = metrics.clone(prefix="test/")
-        self.test_by_length = ByLength()  # exact match per source length: results.json's by_length
+        self.evaluated_by(metrics)
+        # exact match per source length over every test split, slices included: results.json's by_length
+        self.test_by_length = ByLength()
         # An unbuilt task (cheap: no data) says which text metrics apply and how outputs read as text.
         self.task: Task = registry.build("task", spec.task)
         self.tgt_vocab = Vocab(spec.tgt_itos or [])
         text = self.task.text_metrics()
-        self.val_text = MetricCollection(text, prefix="val/", compute_groups=False) if text else None
-        self.test_text = None if self.val_text is None else self.val_text.clone(prefix="test/")
+        self.text: nn.ModuleDict | None = None
+        if text:  # a copy per split
+            each = MetricCollection(text, compute_groups=False)
+            self.text = nn.ModuleDict({s: each.clone(prefix=f"{s}/") for s in ["val", *self.test_splits]})
         self.target_tokens: float | None = None  # set by on_fit_start, for train_loss
 
     def forward(self, batch: Batch, need_weights: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
@@ -99,7 +102,7 @@ class Seq2SeqModule(AttnxModule):
     def _evaluate(self, batch: Batch, stage: str) -> None:
         logits, _ = self(batch)
         target = given(batch.tgt, "targets")[:, 1:]
-        metrics = self.val_metrics if stage == "val" else self.test_metrics
+        metrics = self.metrics_of(stage)
         size = len(batch.src)
         real = target != PAD
         metrics["loss"].update(self.loss(logits, batch), weight=real.sum().float())
@@ -112,18 +115,22 @@ class Seq2SeqModule(AttnxModule):
         metrics["token_acc"].update(correct[real].float())
         exact = (correct.sum(1) == real.sum(1)).float()
         metrics["exact_match"].update(exact)
-        if stage == "test":
+        if stage != "val":
             self.test_by_length.update(batch.src_len, exact)
-        self.log_dict(metrics, batch_size=size, prog_bar=stage == "val")
+        self.log_metrics(metrics, size, stage)
 
-        text_metrics = self.val_text if stage == "val" else self.test_text
+        text_metrics = self.text_metrics_of(stage)
         if text_metrics is not None:
             hypotheses = [self.task.detokenize(self.tgt_vocab.decode(row)) for row in decoded.tolist()]
             text_metrics.update(hypotheses, self.references(batch, stage))
-            self.log_dict(text_metrics, batch_size=size)
+            self.log_metrics(text_metrics, size, stage)
+
+    def text_metrics_of(self, stage: str) -> MetricCollection | None:
+        return None if self.text is None else cast(MetricCollection, self.text[stage])
 
     def by_length(self) -> dict[str, dict[int, float] | dict[int, int]]:
-        """The test split's exact match and examples at each source length (after `trainer.test`)."""
+        """Exact match and examples at each source length over every test split, its slices too (after
+        `trainer.test`): the curve runs on past the training lengths."""
         return {"test/exact_match": self.test_by_length.compute(), "examples": self.test_by_length.counts()}
 
     def references(self, batch: Batch, stage: str) -> list[list[str]]:

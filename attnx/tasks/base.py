@@ -25,6 +25,16 @@ ModelType = Literal["seq2seq", "classification", "lm"]
 SPLITS = ("train", "val", "test")
 
 
+def slice_name(multiple: int) -> str:
+    """The split of test sequences up to `multiple` times the longest training length: `test@2x`."""
+    return f"test@{multiple}x"
+
+
+def slice_names(task_section: Any) -> list[str]:
+    """The test slices a task config section (a mapping, a model spec's `task`) asks for, ascending."""
+    return [slice_name(k) for k in sorted(task_section.get("test_slices") or ())]
+
+
 class Batch(NamedTuple):
     """A batch, batch-first, PAD-padded to its own longest sequence."""
 
@@ -206,6 +216,15 @@ def check_sizes(**sizes: int) -> None:
         check(field, value, value >= 1, ">= 1")
 
 
+def check_slices(slices: Iterable[int]) -> tuple[int, ...]:
+    """`task.test_slices`: distinct integer multiples >= 2 of the longest training length, ascending."""
+    found = list(slices)
+    ints = all(isinstance(k, int) and not isinstance(k, bool) for k in found)
+    ok = ints and all(k >= 2 for k in found) and len(set(found)) == len(found)
+    check("test_slices", found, ok, "distinct integers >= 2 (multiples of the longest training length)")
+    return tuple(sorted(found))
+
+
 def check_lengths(min_field: str, min_value: int, max_field: str, max_value: int) -> None:
     """A length range: min >= 1 and max >= min."""
     check(min_field, min_value, min_value >= 1, ">= 1")
@@ -230,6 +249,9 @@ class Task:
     src_vocab: Vocab
     tgt_vocab: Vocab
     classes: list[str]
+    # the multiples k of the longest training length whose split `test@{k}x` tests beyond it; a task that
+    # supports slices takes `test_slices` and sets this (with `check_slices`)
+    test_slices: tuple[int, ...] = ()
 
     def __init__(self, batch_size: int = 64, seed: int = 0) -> None:
         check("batch_size", batch_size, batch_size >= 1, ">= 1")
@@ -239,8 +261,13 @@ class Task:
         self.splits: dict[str, PaddedSplit] = {}
 
     def build(self) -> dict[str, PaddedSplit]:
-        """Generate or load the data, set the vocabularies (or classes) and return train/val/test."""
+        """Generate or load the data, set the vocabularies (or classes) and return every split of
+        `split_names()`."""
         raise NotImplementedError
+
+    def split_names(self) -> list[str]:
+        """train, val, test, then the test slices (`test@2x`, ...): the test stage's loaders in order."""
+        return [*SPLITS, *map(slice_name, self.test_slices)]
 
     def setup(self) -> None:
         """Build the data once; later calls are free."""
@@ -264,8 +291,8 @@ class Task:
         this process's share of each (`num_replicas` processes, this one `rank`). No workers:
         slicing in-memory tensors beats inter-process copies. Pinned on a CUDA machine, so the
         host-to-GPU copy can overlap compute (non_blocking)."""
-        if split not in SPLITS:
-            raise ValueError(f"unknown split {split!r}: expected one of {', '.join(SPLITS)}")
+        if split not in self.split_names():
+            raise ValueError(f"unknown split {split!r}: expected one of {', '.join(self.split_names())}")
         self.setup()
         data = self.splits[split]
         lengths = data.length_key() if bucketing else None
@@ -330,4 +357,14 @@ class SizedTask(Task):
 
     @property
     def sizes(self) -> dict[str, int]:
-        return {"train": self.train_size, "val": self.val_size, "test": self.test_size}
+        """Examples per split: a test slice has as many as test."""
+        return {
+            "train": self.train_size,
+            "val": self.val_size,
+            **dict.fromkeys(self.split_names()[2:], self.test_size),
+        }
+
+    @staticmethod
+    def size_key(split: str) -> str:
+        """The argument that sizes `split` (a slice is sized by test_size), for error messages."""
+        return f"{split}_size" if split in SPLITS else "test_size"

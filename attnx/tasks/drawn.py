@@ -8,7 +8,7 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from attnx.tasks.base import SPLITS, PaddedSplit, SizedTask
+from attnx.tasks.base import PaddedSplit, SizedTask
 from attnx.tasks.synthetic import draw_unseen
 
 
@@ -26,12 +26,12 @@ class DrawnTask(SizedTask):
 
     def build(self) -> dict[str, PaddedSplit]:
         splits: dict[str, PaddedSplit] = {}
-        for split in SPLITS:
+        for split in self.split_names():  # a test slice (`test@2x`) too, for a task that sets test_slices
             size, generator = self.sizes[split], self.generator(split)
             earlier = [s.src for s in splits.values()]
             src, drawn = draw_unseen(partial(self.sample, size, split, generator), size, earlier)
             if len(src) < size:
-                unseen = f"only {len(src)} sequences unseen in earlier splits"
-                raise ValueError(f"task.{split}_size={size} is invalid: {unseen}")
+                unseen = f"only {len(src)} sequences unseen in earlier splits ({split})"
+                raise ValueError(f"task.{self.size_key(split)}={size} is invalid: {unseen}")
             splits[split] = self.padded(split, src, drawn)
         return splits

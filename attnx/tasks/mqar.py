@@ -7,8 +7,10 @@ probability ∝ α·g^(α−1) over g = 1..(seq_len − 2·pairs)/2 (α = `alpha
 over short and long distances). The target at a query is the value paired with its key, the token a
 model should predict next; no other position has a target. Every other position is filler: a uniform
 random token (Zoology's `random_non_queries`). A harder test split takes `test_seq_len` and
-`test_num_kv_pairs` (`val_like_test` draws val like it). Splits come from the seed alone and never share
-a sequence.
+`test_num_kv_pairs` (`val_like_test` draws val like it). Each k of `test_slices` adds a split `test@{k}x`
+of k · seq_len tokens and k · num_kv_pairs pairs (Zoology's harder settings: longer sequences, more pairs to
+recall), a metric of its own beside the in-distribution `test`. Splits come from the seed alone and never
+share a sequence.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import torch
 from torch import Tensor
 
 from attnx.registry import register_task
-from attnx.tasks.base import check
+from attnx.tasks.base import check, check_slices, slice_name
 from attnx.tasks.drawn import DrawnTask
 from attnx.vocab import PAD, SPECIALS, Vocab
 
@@ -43,6 +45,7 @@ class MQARTask(DrawnTask):
         test_seq_len: int | None = None,
         test_num_kv_pairs: int | None = None,
         val_like_test: bool = False,
+        test_slices: tuple[int, ...] = (),
         train_size: int = 4000,  # SizedTask's and Task's arguments, with this task's own defaults
         test_size: int = 1000,
         batch_size: int = 32,
@@ -72,9 +75,19 @@ class MQARTask(DrawnTask):
                 f"<= vocab_size / 2 - 1 = {vocab_size // 2 - 1} (distinct keys from the lower half of "
                 f"vocab_size={vocab_size})",
             )
+        self.test_slices = check_slices(test_slices)
+        most = (vocab_size // 2 - 1) // num_kv_pairs  # k · num_kv_pairs distinct keys from the lower half
+        check(
+            "test_slices",
+            list(self.test_slices),
+            max(self.test_slices, default=0) <= most,
+            f"multiples of at most {most} (a slice's k · {num_kv_pairs} keys are distinct tokens of the "
+            f"lower half of vocab_size={vocab_size})",
+        )
         self.vocab_size, self.alpha = vocab_size, alpha
         self.shapes = {"train": (seq_len, num_kv_pairs), "test": (test_seq_len, test_num_kv_pairs)}
         self.shapes["val"] = self.shapes["test" if val_like_test else "train"]
+        self.shapes |= {slice_name(k): (k * seq_len, k * num_kv_pairs) for k in self.test_slices}
         self.src_vocab = Vocab(str(t) for t in range(vocab_size))
 
     def sample(self, n: int, split: str, generator: torch.Generator) -> tuple[Tensor, Tensor]:
@@ -99,7 +112,10 @@ class MQARTask(DrawnTask):
     def query_mask(self, src: Tensor) -> Tensor:
         """[B, T] bool: the query positions of raw sequences (`attnx predict`): after the pairs, a token
         that is one of the sequence's keys. Filler that happens to repeat a key counts as a query too."""
-        pairs = self.shapes["test"][1] if src.shape[1] == self.shapes["test"][0] else self.shapes["train"][1]
+        # a split's pairs by its length; where lengths coincide the later wins: test's over a slice's
+        # over train's (a test_seq_len may equal seq_len with other pairs)
+        by_length = dict(self.shapes[split] for split in ("train", *self.split_names()[3:], "test"))
+        pairs = by_length.get(src.shape[1], self.shapes["train"][1])
         keys = src[:, 0 : 2 * pairs : 2]
         after = torch.arange(src.shape[1]) >= 2 * pairs
         return after & (src[:, :, None] == keys[:, None, :]).any(-1)

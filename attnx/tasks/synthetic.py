@@ -5,6 +5,12 @@ training on 5-20 and testing on 20-40 measures length generalisation (Bahdanau e
 fixed-context models degrade with length). `val_like_test` draws val from the test lengths instead,
 so that checkpoint selection and early stopping follow what the test measures. Val and test never
 repeat a source of an earlier split.
+
+`test_slices` adds a split per multiple k (`test@{k}x`): `test_size` sources with lengths in
+(⌊k/2 · max⌋, k · max], max the longest training length (k = 2 with max 12: 13-24), each from its own
+stream and unseen in every other split, so the headline `test` stays in its own range and each
+extrapolation band is a metric of its own (in-distribution and longer test lengths apart, as in Anil
+et al. 2022, "Exploring Length Generalization in Large Language Models").
 """
 
 from __future__ import annotations
@@ -16,7 +22,7 @@ import torch
 from torch import Tensor
 
 from attnx.registry import register_task
-from attnx.tasks.base import SPLITS, PaddedSplit, SizedTask, check, check_lengths
+from attnx.tasks.base import PaddedSplit, SizedTask, check, check_lengths, check_slices, slice_name
 from attnx.vocab import BOS, EOS, PAD, SPECIALS, Vocab
 
 _FIRST_SYMBOL = len(SPECIALS)  # symbol i has id _FIRST_SYMBOL + i in every vocabulary here
@@ -88,10 +94,12 @@ class SyntheticSeq2Seq(SizedTask):
     def __init__(
         self,
         val_like_test: bool = False,
+        test_slices: tuple[int, ...] = (),
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         self.val_like_test = val_like_test
+        self.test_slices = check_slices(test_slices)
 
     def set_lengths(
         self, unit: str, lengths: tuple[int, int], test_lengths: tuple[int | None, int | None]
@@ -103,6 +111,8 @@ class SyntheticSeq2Seq(SizedTask):
         check_lengths(f"min_{unit}", lengths[0], f"max_{unit}", lengths[1])
         check_lengths(f"test_min_{unit}", test[0], f"test_max_{unit}", test[1])
         self.ranges = {"train": lengths, "val": test if self.val_like_test else lengths, "test": test}
+        for k in self.test_slices:  # (⌊k/2 · max⌋, k · max]: beyond training, and beyond the slice before
+            self.ranges[slice_name(k)] = (k * lengths[1] // 2 + 1, k * lengths[1])
 
     def sample(self, n: int, min_len: int, max_len: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """`n` random sources: (PAD-padded ids [n, W] with W fixed by max_len, lengths [n])."""
@@ -114,7 +124,7 @@ class SyntheticSeq2Seq(SizedTask):
 
     def build(self) -> dict[str, PaddedSplit]:
         splits: dict[str, PaddedSplit] = {}
-        for split in SPLITS:
+        for split in self.split_names():
             earlier = [s.src for s in splits.values()]
             src, src_len = self._fresh_sources(split, earlier)
             tgt, tgt_len = with_bos_eos(*self.target(src, src_len))
@@ -127,7 +137,8 @@ class SyntheticSeq2Seq(SizedTask):
         src, src_len = draw_unseen(lambda: self.sample(size, min_len, max_len, generator), size, earlier)
         if len(src) < size:
             raise ValueError(
-                f"task.{split}_size={size} is invalid: only {len(src)} sources of length {min_len}-{max_len} "
+                f"task.{self.size_key(split)}={size} is invalid: only {len(src)} sources of length "
+                f"{min_len}-{max_len} ({split}) "
                 "unseen in earlier splits were found; lower the size or widen the lengths"
             )
         return src, src_len
@@ -203,6 +214,14 @@ class AdditionTask(SyntheticSeq2Seq):
         self.set_lengths("digits", (min_digits, max_digits), (test_min_digits, test_max_digits))
         for field, split in (("max_digits", "train"), ("test_max_digits", "test")):
             check(field, self.ranges[split][1], self.ranges[split][1] <= 18, "<= 18 (sums must fit in int64)")
+        longest = max(self.test_slices, default=0) * max_digits
+        check(
+            "test_slices",
+            list(self.test_slices),
+            longest <= 18,
+            f"multiples of at most 18 // max_digits = {18 // max_digits} "
+            "(a slice's operands have up to k · max_digits digits, and sums must fit in int64)",
+        )
         digits = [str(d) for d in range(10)]
         self.src_vocab = Vocab([*digits, "+"])
         self.tgt_vocab = Vocab(digits)
