@@ -186,9 +186,11 @@ def check_lengths(cfg: DictConfig, task: Any) -> None:
             continue
         split, longest = max(lengths.items(), key=lambda item: item[1])
         if longest > limit:
+            # a test slice (`test@4x`) is as long as task.test_slices asks
+            shorten = "lower task.test_slices" if "@" in split else "shorten the task"
             raise ConfigError(
                 f"{section}.max_len={limit}: the {split} split of task={cfg.task.name} needs {longest} "
-                f"tokens of {what}; raise {section}.max_len to at least {longest} or shorten the task"
+                f"tokens of {what}; raise {section}.max_len to at least {longest} or {shorten}"
             )
 
 
