@@ -102,6 +102,18 @@ class OptimConfig:
 
 
 @dataclass
+class ConvergenceConfig:
+    """When a run's validation curve has converged (attnx.track.convergence: the metric's ceiling reached, or
+    the last quarter's mean within `tolerance` of the quarter's before), and whether training stops then."""
+
+    metric: Optional[str] = MISSING  # noqa: UP045 - null: the model type's headline validation metric
+    tolerance: float = MISSING
+    ceiling: Optional[float] = MISSING  # noqa: UP045 - null: the metric's natural ceiling, if it has one
+    min_validations: int = MISSING
+    stop: bool = MISSING
+
+
+@dataclass
 class TrainConfig:
     """`attnx train`'s whole config. Groups typed elsewhere (by the registry, or by their `_target_`'s
     signature when instantiated) are Any here; `score`, `logger` and `callbacks` may be null."""
@@ -131,6 +143,7 @@ class TrainConfig:
     test: bool = MISSING
     optimized_metric: str = MISSING
     decode: DecodeConfig = MISSING
+    convergence: ConvergenceConfig = MISSING
 
 
 @dataclass
@@ -147,6 +160,7 @@ class SuiteTask:
     width: list[str] = MISSING
     capability: Optional[str] = None  # noqa: UP045
     site: Optional[str] = None  # noqa: UP045
+    ceiling: Optional[float] = None  # noqa: UP045 - the best value; null: the metric's natural one
 
 
 @dataclass
@@ -182,10 +196,19 @@ class CompareBenchConfig:
 
 
 @dataclass
+class DiscriminationConfig:
+    """When a suite task discriminates (`attnx.compare.discrimination`): a converged classic arm reaches
+    `ceiling_fraction` of the metric's ceiling, and the classic arms' means span at least `spread`."""
+
+    ceiling_fraction: float = MISSING
+    spread: float = MISSING
+
+
+@dataclass
 class CompareConfig:
     """`attnx compare`'s config (conf/compare.yaml and a suite from conf/suite/)."""
 
-    seeds: list[int] = MISSING
+    seeds: Any = MISSING  # a count n (seeds 0..n-1) or a list of distinct seeds: attnx.compare.checks
     mechanisms: list[str] = MISSING
     baseline: str = MISSING
     score_host: str = MISSING
@@ -195,6 +218,7 @@ class CompareConfig:
     bench: CompareBenchConfig = MISSING
     pareto: str = MISSING  # the Pareto view's cost beside params and training time: time | state
     out: Optional[str] = MISSING  # noqa: UP045
+    discrimination: DiscriminationConfig = MISSING
 
 
 def store() -> None:

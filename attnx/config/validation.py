@@ -36,6 +36,9 @@ BOUNDS = {
     "optim.scheduler.warmup_steps": (">=", 0),
     "decode.beam_size": (">=", 1),
     "decode.max_len_ratio": (">", 0),
+    "convergence.tolerance": (">=", 0),
+    "convergence.min_validations": (">=", 2),
+    "convergence.ceiling": (">", 0),
 }
 _COMPARE = {">": operator.gt, ">=": operator.ge}
 
@@ -322,6 +325,26 @@ def check_monitors(cfg: DictConfig, logged: Iterable[str], task: str) -> None:
                 f"callbacks.{name}.monitor={monitor}: task {task} logs no such metric; "
                 f"it logs {', '.join(logged)}"
             )
+
+
+def check_convergence(cfg: DictConfig, logged: Iterable[str], model_type: str, task: str) -> str:
+    """The metric `convergence` judges (`convergence.metric`, or the model type's headline one), which
+    validation must log, and a tolerance under its ceiling (a tolerance of a whole 0-1 metric calls every
+    curve converged). Returns the metric."""
+    from attnx.track.convergence import HEADLINE, natural_ceiling
+
+    metric = cfg.convergence.metric or HEADLINE[model_type]
+    logged = sorted(logged)
+    if metric not in logged:
+        raise ConfigError(
+            f"convergence.metric={metric}: task {task} logs no such metric; it logs {', '.join(logged)}"
+        )
+    ceiling = cfg.convergence.ceiling if cfg.convergence.ceiling is not None else natural_ceiling(metric)
+    if ceiling is not None and not cfg.convergence.tolerance < ceiling:
+        raise ConfigError(
+            f"convergence.tolerance must be < {ceiling} ({metric}'s ceiling), got {cfg.convergence.tolerance}"
+        )
+    return metric
 
 
 def _appended(node: Any, prefix: str = "") -> list[tuple[str, list[str]]]:

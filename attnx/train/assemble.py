@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
 from attnx.config.compose import ConfigError, plain
-from attnx.config.validation import check_lengths, check_monitors, validate
+from attnx.config.validation import check_convergence, check_lengths, check_monitors, validate
 from attnx.models.spec import PARTS, SECTIONS, ModelSpec, check_model_type
 from attnx.track.signals import Signals
 from attnx.train import distributed
@@ -49,8 +49,9 @@ def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any,
     check_lengths(cfg, task)
     module = lit_module(model_spec(cfg, task), sites)
     check_monitors(cfg, module.logged_metrics(), cfg.task.name)
+    judged = check_convergence(cfg, module.logged_metrics(), task.model_type, cfg.task.name)
     try:
-        trainer = _trainer(cfg, signals)
+        trainer = _trainer(cfg, signals, judged)
     except (InstantiationException, MisconfigurationException) as error:  # what validate cannot see
         raise ConfigError(f"trainer: {error.__cause__ or error}") from None
     distributed.check_nodes(trainer)  # the cluster environment is the Trainer's: known once it exists
@@ -77,15 +78,17 @@ def model_spec(cfg: DictConfig, task: Any) -> ModelSpec:
     )
 
 
-def _trainer(cfg: DictConfig, signals: Signals | None) -> Any:
+def _trainer(cfg: DictConfig, signals: Signals | None, judged: str) -> Any:
     """The Trainer: the configured callbacks and loggers, plus attnx's checkpoint I/O (atomic writes,
-    checksums, safe loading) and interruption handling."""
+    checksums, safe loading), interruption handling and the validation curve, its verdict judged on the
+    metric `judged` (and the stop on it, with `convergence.stop`)."""
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
     from lightning.pytorch.callbacks import RichProgressBar
     from lightning.pytorch.plugins.environments import SLURMEnvironment
 
     from attnx.lit.checkpoints import LastValidation, VerifiedCheckpointIO
+    from attnx.lit.convergence import Convergence
     from attnx.lit.interrupt import SaveOnInterrupt
     from attnx.lit.resume import ExactResume
 
@@ -99,6 +102,8 @@ def _trainer(cfg: DictConfig, signals: Signals | None) -> Any:
             callbacks.append(callback)
     callbacks.append(ExactResume())  # a resumed run goes on as the interrupted one would have
     callbacks.append(LastValidation())  # spares validating the best checkpoint again (run._validate)
+    # every run records its curve, whatever `callbacks` the config lists: not a callbacks entry
+    callbacks.append(Convergence(**{**plain(cfg.convergence), "metric": judged}))
     if signals is not None:
         callbacks.append(SaveOnInterrupt(signals, checkpoint_dir(cfg)))
     plugins: list[Any] = [VerifiedCheckpointIO()]

@@ -198,6 +198,7 @@ def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) 
         epochs=trainer.current_epoch,
         steps=trainer.global_step,
         checkpoint=best,
+        **_convergence(trainer),
     )
     record.write()
     if record.lead:
@@ -223,6 +224,15 @@ def _validate(trainer: Any, module: Any, evaluate: dict[str, Any]) -> dict[str, 
         return {k: v for result in trainer.validate(module, **evaluate) for k, v in result.items()}
     trainer._logger_connector.log_metrics(dict(known))  # the loggers' row that validate's epoch end writes
     return {k: v.item() for k, v in known.items()}
+
+
+def _convergence(trainer: Any) -> dict[str, Any]:
+    """The record's `curve` (every val metric per validation of fit: [[step, value], ...]) and
+    `convergence` (attnx.track.convergence's verdict on the judged metric's curve)."""
+    from attnx.lit.convergence import Convergence
+
+    judge = next(c for c in trainer.callbacks if isinstance(c, Convergence))
+    return {"curve": judge.curve, "convergence": judge.verdict()}
 
 
 def _checkpoint_to_evaluate(trainer: Any) -> str | None:
@@ -252,7 +262,7 @@ def _interrupted(record: Record, signum: int, trainer: Any) -> None:
         saved = next((c.saved for c in trainer.callbacks if isinstance(c, SaveOnInterrupt)), None)
         # stopped after fit (in the final validation or test): its last checkpoint is where it got to
         saved = saved or getattr(trainer.checkpoint_callback, "last_model_path", None) or None
-        record.update(epochs=trainer.current_epoch, steps=trainer.global_step)
+        record.update(epochs=trainer.current_epoch, steps=trainer.global_step, **_convergence(trainer))
     name = signal.Signals(signum).name
     record.update(status="interrupted", error=f"interrupted by {name}", checkpoint=saved)
     record.write_last()

@@ -191,6 +191,11 @@ CASES = [
     ("train decode.beam_size=0", "decode.beam_size must be >= 1, got 0", None),
     ("train decode.max_len_ratio=0", "decode.max_len_ratio must be > 0, got 0", None),
     ("train decode.length_penalty=abc", "decode.length_penalty=abc; Value 'abc'", None),
+    ("train convergence.tolerance=-0.1", "convergence.tolerance must be >= 0, got -0.1", None),
+    ("train convergence.tolerance=1.5", "convergence.tolerance must be < 1.0 (val/exact_match", None),
+    ("train convergence.min_validations=1", "convergence.min_validations must be >= 2, got 1", None),
+    ("train convergence.ceiling=0", "convergence.ceiling must be > 0, got 0", None),
+    ("train convergence.metric=val/acc", "convergence.metric=val/acc: task reverse logs no", None),
     ("train compile=maybe", "compile must be true, false or auto, got 'maybe'", None),
     ("train -m compile=true,1", "compile must be true, false or auto, got 1", None),
     # a folder inside a file: the cache folder cannot be made, whoever runs it (root included)

@@ -1,0 +1,88 @@
+"""`Convergence`: a run's validation curve, its verdict (attnx.track.convergence) and, with
+`convergence.stop`, an early stop once the curve so far has converged.
+
+After each validation of fit (not the sanity check, not `trainer.validate`) every logged `val/*` metric's
+(global_step, value) is appended to `curve`. The curve is the callback's state, so checkpoints carry it
+and a resumed run's curve is the one before the interruption followed by the one after.
+
+The stop is Lightning's `EarlyStopping` with its criterion replaced: its should_stop plumbing (every DDP
+rank stops when one decides to), its verbose message and its checkpointed state are reused. Its own
+criterion is not enough to judge a plateau: it tracks the best value so far, so one validation that scatters
+high restarts its patience and a flat but noisy curve never stops, while a curve creeping up by less than
+`min_delta` per validation but by much more over the run stops at once; and its patience is a fixed count
+of validations, not a share of the run. Here the last quarter of the curve is compared with the quarter
+before it, by their means, and a run stops only once it has had `min_validations` validations: a run
+stopped early is converged by the same rule that results.json records.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import EarlyStopping
+from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
+from torch import Tensor
+
+from attnx.track.convergence import convergence, lower_is_better, natural_ceiling
+
+# what the rule's reason means in EarlyStopping's own terms (`stopping_reason`)
+REASONS = {
+    "reached the ceiling": EarlyStoppingReason.STOPPING_THRESHOLD,
+    "plateaued": EarlyStoppingReason.PATIENCE_EXHAUSTED,
+}
+
+
+class Convergence(EarlyStopping):
+    """Records every validation of fit (`curve`: metric -> [[step, value], ...]) and judges `metric`'s
+    curve (`verdict()`); with `stop`, stops training once that verdict is converged."""
+
+    def __init__(
+        self,
+        metric: str,
+        tolerance: float,
+        ceiling: float | None,
+        min_validations: int,
+        stop: bool,
+    ) -> None:
+        # after each validation, never at a training epoch's end: a run shorter than its first validation
+        # (trainer.max_steps under an epoch) has nothing to check, and must not fail on that
+        mode = "min" if lower_is_better(metric) else "max"
+        super().__init__(monitor=metric, mode=mode, verbose=stop, check_on_train_epoch_end=False)
+        self.tolerance = tolerance
+        self.ceiling = natural_ceiling(metric) if ceiling is None else ceiling
+        self.min_validations = min_validations
+        self.stop = stop
+        self.curve: dict[str, list[list[float]]] = {}
+
+    def verdict(self) -> dict[str, Any]:
+        """attnx.track.convergence's verdict on the monitored metric's curve so far."""
+        return convergence(
+            self.curve.get(self.monitor, []),
+            self.tolerance,
+            self.ceiling,
+            higher_is_better=self.mode == "max",
+            min_validations=self.min_validations,
+            metric=self.monitor,
+        )
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not self._should_skip_check(trainer):
+            for name, value in trainer.callback_metrics.items():
+                if name.startswith("val/"):
+                    self.curve.setdefault(name, []).append([trainer.global_step, float(value)])
+        super().on_validation_end(trainer, pl_module)
+
+    def _evaluate_stopping_criteria(self, current: Tensor) -> tuple[bool, str | None]:
+        verdict = self.verdict()
+        if not self.stop or verdict["validations"] < self.min_validations or not verdict["converged"]:
+            return False, None
+        self.stopping_reason = REASONS[verdict["reason"]]
+        return True, f"{self.monitor} {verdict['reason']} ({verdict['validations']} validations): stopping"
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "curve": self.curve}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        self.curve = state_dict.get("curve", {})
