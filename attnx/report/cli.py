@@ -28,7 +28,7 @@ from attnx.config.compose import file_in_the_way
 from attnx.report import stats
 from attnx.report.document import Image, Section, Table, markdown, page
 from attnx.report.runs import default_metrics, group, is_numeric, load, select, swept_columns, text, value
-from attnx.report.sections import COSTS, Study, first_line, left_out_table, outcome, sections
+from attnx.report.sections import COSTS, Study, converged_text, first_line, left_out_table, outcome, sections
 from attnx.table import markdown_table
 from attnx.track.results import RUN_FOLDER, status
 
@@ -237,7 +237,7 @@ def write_csv(path: Path, study: Study) -> None:
         intervals = [f"{m} {end}" for m in metrics for end in ("ci_low", "ci_high")]
         writer.writerow(
             [*study.columns, "status", "n", *metrics, *(f"{m} std" for m in metrics), *intervals, *costs]
-            + ["error", "folders"]
+            + ["converged", "error", "folders"]
         )
         for row in study.rows:
             summaries = [stats.summarize(row.found(m)) if row.found(m) else None for m in metrics]
@@ -247,11 +247,11 @@ def write_csv(path: Path, study: Study) -> None:
                 + [row.std(m) for m in metrics]
                 + [end for s in summaries for end in (s.ci if s is not None and s.ci else (None, None))]
                 + [row.mean(key, metric=False) for key in costs]
-                + ["", " ".join(r["_path"] for r in row.runs)]
+                + [converged_text(row), "", " ".join(r["_path"] for r in row.runs)]
             )
         for run in study.left_out:
             writer.writerow(
                 [*(value(run, c) for c in study.columns), run.get("status"), 1]
-                + [""] * (4 * len(metrics) + len(costs))
+                + [""] * (4 * len(metrics) + len(costs) + 1)
                 + [first_line(run.get("error")), run["_path"]]
             )

@@ -57,7 +57,8 @@ def sections(study: Study, out: Path, xs: list[str], panels: list[str]) -> list[
     """The report: its results, statistics, costs, figures and run folders, in that order."""
     out.mkdir(parents=True, exist_ok=True)
     grouped = study.cells()
-    found = [intro(study), Section("Results", [results_table(study), *best_lines(study)])]
+    results: list[str | Table] = [results_table(study), *best_lines(study), *convergence_lines(study)]
+    found = [intro(study), Section("Results", results)]
     if grouped is not None and study.rows:
         found.append(statistics_section(study, grouped))
         found.append(cost_section(study, grouped, out))
@@ -95,13 +96,17 @@ def intro(study: Study) -> Section:
 
 
 def results_table(study: Study) -> Table:
-    """A row per configuration: its values, its seed count, mean ± std [95% CI] per metric, its costs."""
+    """A row per configuration: its values, its seed count, mean ± std [95% CI] per metric, how many of
+    its runs converged (when records say), its costs."""
     seeds = any(len(row.runs) > 1 for row in study.rows)
-    header = [*study.columns, *(["n"] if seeds else []), *study.metrics, *(label for _, label in COSTS)]
+    judged = any(verdicts(row) for row in study.rows)
+    header = [*study.columns, *(["n"] if seeds else []), *study.metrics, *(["converged"] if judged else [])]
+    header += [label for _, label in COSTS]
     body = []
     for row in study.rows:
         cells_ = [text(v) for v in row.values] + ([str(len(row.runs))] if seeds else [])
         cells_ += [summary_text(row, m) for m in study.metrics]
+        cells_ += [converged_text(row) or "–"] if judged else []
         cells_ += [_cost(row.mean(key, metric=False), key) for key, _ in COSTS]
         body.append(cells_)
     return Table(header, body, right_from=len(study.columns), id="results")
@@ -115,6 +120,38 @@ def summary_text(row: Row, metric: str) -> str:
     if s.std is None or s.ci is None:
         return f"{s.mean:.3f}"
     return f"{s.mean:.3f} ± {s.std:.3f} [{s.ci[0]:.3f}, {s.ci[1]:.3f}]"
+
+
+def verdicts(row: Row) -> list[dict[str, Any]]:
+    """The convergence verdicts (attnx.track.convergence) of a configuration's runs that recorded one."""
+    return [run["convergence"] for run in row.runs if isinstance(run.get("convergence"), dict)]
+
+
+def converged_text(row: Row) -> str:
+    """`3/3`: runs converged of the runs with a verdict; `1/3 still improving` when any is not; empty
+    when no run has a verdict (too few validations, or a record from before curves were kept)."""
+    given = [v["converged"] for v in verdicts(row) if v.get("converged") is not None]
+    if not given:
+        return ""
+    done = sum(given)
+    return f"{done}/{len(given)}" + ("" if done == len(given) else " still improving")
+
+
+def convergence_lines(study: Study) -> list[str]:
+    """The rule behind the `converged` column, with the metrics and tolerances the runs were judged by."""
+    judged = [v for row in study.rows for v in verdicts(row)]
+    if not judged:
+        return []
+    metrics = ", ".join(sorted({str(v.get("metric")) for v in judged}))
+    tolerances = ", ".join(f"{t:g}" for t in sorted({float(v.get("tolerance", 0)) for v in judged}))
+    return [
+        f"Converged k/n: of the n runs with a verdict, k converged. A run converged when its validation "
+        f"curve of {metrics} reached the metric's ceiling within the tolerance ({tolerances}), or when the "
+        "mean of its last quarter of validations improved on the mean of the quarter before by less than "
+        "the tolerance; fewer validations than `convergence.min_validations` give no verdict. A "
+        "configuration still improving was stopped by its budget: its figures say as much about the budget "
+        "as about the model (raise `trainer.max_epochs`, or set `convergence.stop=true` with a larger one)."
+    ]
 
 
 def best_lines(study: Study) -> list[str]:
