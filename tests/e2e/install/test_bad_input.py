@@ -430,6 +430,12 @@ CASES = [
         "encoder.max_len=12: the test split of task=reverse needs",
         None,
     ),
+    (
+        "train encoder=self_attn encoder.max_len=30 task.max_len=12 task.test_slices=[2,4]",
+        "encoder.max_len=30: the test@4x split of task=reverse needs",
+        None,
+    ),
+    ("train task.test_slices=[1]", "task.test_slices=[1] is invalid: must be distinct integers >= 2", None),
     ("train +architecture=transformer encoder.max_len=4", "encoder.max_len=4: the train split", None),
     ("train decoder=transformer decoder.max_len=8", "decoder.max_len=8: the val split of task=reverse", None),
     (
