@@ -26,6 +26,7 @@ from attnx.config.compose import (
     group_options,
 )
 from attnx.report.runs import lower_is_better
+from attnx.track.convergence import natural_ceiling
 
 if TYPE_CHECKING:
     from attnx.models.sites import Sites
@@ -33,16 +34,16 @@ if TYPE_CHECKING:
 
 def check_keys(cfg: DictConfig) -> None:
     """compare.yaml's keys and the suite's, in range and naming what exists: what Hydra's types let
-    through (an empty or negative learning-rate grid, repeated seeds, `bench.n=0`, an unknown mechanism)."""
-    for key in ("seeds", "mechanisms"):
-        if not cfg[key]:
-            raise ConfigError(f"{key} is empty: a comparison needs at least one")
+    through (an empty or negative learning-rate grid, repeated seeds, `bench.n=0`, an unknown mechanism).
+    `seeds` given as a count becomes the list it names (`seed_list`)."""
+    cfg.seeds = seed_list(cfg.seeds)
+    if not cfg.mechanisms:
+        raise ConfigError("mechanisms is empty: a comparison needs at least one")
     attention = registry.registry("attention")
     try:
         mechanisms = [attention.canonical(name) for name in cfg.mechanisms]
     except registry.RegistryError as error:
         raise ConfigError(f"mechanisms: {error}") from None
-    _once("seeds", list(cfg.seeds), list(cfg.seeds))
     _once("mechanisms", list(cfg.mechanisms), mechanisms)
     if cfg.baseline not in cfg.mechanisms:
         raise ConfigError(f"baseline={cfg.baseline} is not one of mechanisms={list(cfg.mechanisms)}")
@@ -65,7 +66,43 @@ def check_keys(cfg: DictConfig) -> None:
         raise ConfigError(f"bench.heads={cfg.bench.heads} must divide bench.dim={cfg.bench.dim}")
     if cfg.out is not None:
         _check_folder(Path(cfg.out))
+    _check_discrimination(cfg.discrimination)
     _check_suite_tasks(cfg)
+
+
+MAX_SEEDS = 64  # a count beyond this is a typo, not a plan: the exact test needs 8 for p < 0.01
+SEED_LIMIT = 2**32  # numpy's and Lightning's seeds are unsigned 32-bit integers
+
+
+def seed_list(given: Any) -> list[int]:
+    """`seeds` as the seeds it names: a count n is 0..n-1 (1 <= n <= MAX_SEEDS); a list, its seeds, each an
+    integer in [0, SEED_LIMIT) and none repeated."""
+    if isinstance(given, int) and not isinstance(given, bool):
+        if not 1 <= given <= MAX_SEEDS:
+            raise ConfigError(
+                f"seeds={given}: a count must be within 1..{MAX_SEEDS} (or list them: seeds=[0,1,2])"
+            )
+        return list(range(given))
+    if not isinstance(given, Sequence) or isinstance(given, str):
+        raise ConfigError(f"seeds={given}: give a count (seeds=8) or a list of seeds (seeds=[0,1,2])")
+    seeds = list(given)
+    if not seeds:
+        raise ConfigError("seeds is empty: a comparison needs at least one")
+    wrong = next(
+        (s for s in seeds if isinstance(s, bool) or not isinstance(s, int) or not 0 <= s < SEED_LIMIT), None
+    )
+    if wrong is not None:
+        raise ConfigError(f"seeds={seeds}: {wrong} is no seed (each an integer in [0, 2**32))")
+    _once("seeds", seeds, seeds)
+    return seeds
+
+
+def _check_discrimination(rule: DictConfig) -> None:
+    """0 < ceiling_fraction <= 1 and 0 <= spread <= 1: a share of the ceiling, and a span of a 0-1 metric."""
+    if not 0 < rule.ceiling_fraction <= 1:  # `not`: nan too
+        raise ConfigError(f"discrimination.ceiling_fraction={rule.ceiling_fraction}: must be in (0, 1]")
+    if not 0 <= rule.spread <= 1:
+        raise ConfigError(f"discrimination.spread={rule.spread}: must be in [0, 1]")
 
 
 def _once(key: str, given: list[Any], names: list[Any]) -> None:
@@ -141,6 +178,14 @@ def _check_suite_tasks(cfg: DictConfig) -> None:
             )
         if spec.capability is not None and not spec.capability.strip():
             raise ConfigError(f"suite task {name}: capability is empty; name it, or null for the task's own")
+        ceiling = spec.get("ceiling")
+        if ceiling is None and natural_ceiling(spec.metric) is None:
+            raise ConfigError(
+                f"suite task {name}: no ceiling; metric {spec.metric} has no natural ceiling: set ceiling: "
+                "(its best attainable value, which the discrimination rule measures against)"
+            )
+        if ceiling is not None and not ceiling > 0:
+            raise ConfigError(f"suite task {name}: ceiling={ceiling}: must be > 0")
 
 
 _TASK_KEYS = {

@@ -54,6 +54,8 @@ OWN = {  # run keys compare sets itself, and how to say what you meant instead
     "hydra.sweep.dir": "its folder is out=DIR",
     "hydra/sweeper": "its plan of runs",
     "paired_embeddings": "the arms of a seed share its initial embeddings",
+    "convergence.metric": "each run's is the val/ twin of its suite task's metric",
+    "convergence.ceiling": "a suite task's `ceiling:` sets it for that task's runs",
 }
 COMPARE_KEYS = (
     "suite",
@@ -67,6 +69,7 @@ COMPARE_KEYS = (
     "bench",
     "pareto",
     "out",
+    "discrimination",
 )
 
 

@@ -6,6 +6,7 @@ lr x weight-decay grid; widths: `attnx.compare.matching`), as plain data. The co
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -53,14 +54,18 @@ class Job:
     weight_decay: float | None = None  # a grid point's (protocol.grid)
 
     def overrides(self, task: DictConfig, search: bool = False) -> list[str]:
-        """The run's overrides: the suite task's (`overrides`, its `site`), the arm's, and what the
-        protocol chose."""
+        """The run's overrides: the suite task's (`overrides`, its `site`), the arm's, what the protocol
+        chose, and the curve whose convergence the run records: the validation twin of the task's metric,
+        against the task's ceiling when the suite gives one (else the metric's natural one)."""
         chosen = [
             *task.overrides,
             *self.arm.at(task.get("site")),
             f"seed={self.seed}",
             "paired_embeddings=true",
+            f"convergence.metric={val_twin(task.metric)}",
         ]
+        if task.get("ceiling") is not None:
+            chosen.append(f"convergence.ceiling={task.ceiling}")
         chosen += [f"{key}={value}" for key, value in self.widths]
         if self.lr is not None:
             chosen.append(f"optim.lr={self.lr}")
@@ -112,7 +117,13 @@ def search_jobs(cfg: DictConfig, hosted: dict[str, list[Arm]]) -> list[Job]:
 
 def validation_metric(cfg: DictConfig, task: str) -> str:
     """The task's compared metric on validation: what chooses a learning rate."""
-    return str(cfg.tasks[task].metric).replace("test/", "val/", 1)
+    return val_twin(cfg.tasks[task].metric)
+
+
+def val_twin(metric: str) -> str:
+    """A test metric's validation twin: `test/acc` and a test slice's `test@2x/acc` are both `val/acc`
+    (validation is in distribution; a slice only tests beyond it)."""
+    return re.sub(r"^test(@[^/]*)?/", "val/", str(metric))
 
 
 def with_best_rates(jobs: list[Job], search: list[Job], folder: Path, cfg: DictConfig) -> list[Job]:

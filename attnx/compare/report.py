@@ -17,6 +17,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from attnx.compare.discrimination import discrimination
 from attnx.compare.matching import Matched
 from attnx.compare.plan import WEIGHT_DECAY, Arm, Job, validation_metric
 from attnx.compare.scores import best_over_grid, capability_scores
@@ -26,7 +27,7 @@ from attnx.report.document import Image, Section, Table
 from attnx.report.figures import line_plot
 from attnx.report.runs import Row, read_run, text
 from attnx.report.sections import Study, sections
-from attnx.report.significance import Cells, mean_rank, ranks, win_matrix
+from attnx.report.significance import NOT_CONVERGED, Cells, convergence, mean_rank, ranks, win_matrix
 
 METRIC, VAL_METRIC = "test/metric", "val/metric"
 
@@ -90,9 +91,11 @@ def write_report(study: CompareStudy) -> list[Path]:
     )
     grouped = base.cells()
     summary, suite = intro(study, runs)
-    parts = [summary, *([ranking(study, grouped)] if grouped else [])]
+    parts = [summary, *([ranking(study, grouped), convergence_section(grouped)] if grouped else [])]
     if any(spec.get("capability") for spec in cfg.tasks.values()):
         parts.append(capability_section(study, scored))
+    if OmegaConf.select(cfg, "discrimination") is not None:
+        parts.append(discrimination_section(study, rows))
     parts.append(suite)
     parts += sections(base, out, [], [])[1:]  # its intro counts runs; ours says what ran
     protocol = protocol_section(study)
@@ -124,6 +127,7 @@ def intro(study: CompareStudy, runs: list[dict[str, Any]]) -> tuple[Section, Sec
             "the same data order, and with `paired_embeddings=true`, so the same initial embeddings where "
             f"the shapes agree; runs with the same seed are paired in the statistics. `{METRIC}` is each "
             "task's own metric (Suite, below).",
+            *power_note(len(cfg.seeds)),
         ],
     )
     body = []
@@ -147,25 +151,98 @@ def intro(study: CompareStudy, runs: list[dict[str, Any]]) -> tuple[Section, Sec
     return summary, Section("Suite", parts)
 
 
+def power_note(n: int) -> list[str]:
+    """What `n` paired seeds let the exact test show, when it is fewer than p < 0.01 needs."""
+    needed = stats.seeds_for(STRICT_ALPHA)
+    if n >= needed:
+        return []
+    return [
+        f"With {n} seed{'s' if n > 1 else ''} the smallest two-sided p the exact paired test can give is "
+        f"{stats.smallest_p(n):.3f}: p < {STRICT_ALPHA} needs {needed} seeds (`seeds={needed}`)."
+    ]
+
+
+STRICT_ALPHA = 0.01  # the level issue 24 asks a verdict to reach: 8 seeds (2 / 2^8 = 0.0078)
+
+
 def ranking(study: CompareStudy, grouped: Cells) -> Section:
-    """Arms by mean rank over the tasks, with each task's mean and 95% interval, and wins − losses."""
+    """Arms by mean rank over the tasks, with each task's mean and 95% interval (marked when a run was still
+    improving), and wins − losses."""
     ranked = ranks(grouped, METRIC)
     matrix = win_matrix(grouped, METRIC)
     order = sorted(ranked, key=lambda arm: mean_rank(ranked[arm]))
     header = ["mechanism", *(grouped.label(cell).removeprefix("task=") for cell in grouped.rows)]
-    header += ["mean rank", "W/T/L"]
+    header += ["mean rank", "W/T/L/NC"]
     body = []
     for arm in order:
         cells_ = [_mean_ci(by_value[arm]) if arm in by_value else "n/a" for by_value in grouped.rows.values()]
         outcomes = [o for per_cell in matrix.values() for (a, _), o in per_cell.items() if a == arm]
-        tally = "/".join(str(outcomes.count(o)) for o in ("W", "T", "L"))
+        tally = "/".join(str(outcomes.count(o)) for o in ("W", "T", "L", "NC"))
         body.append([text(arm), *cells_, f"{mean_rank(ranked[arm]):.2f}", tally])
     note = (
-        f"Each task's `{METRIC}`: mean over seeds [95% bootstrap interval]; rank 1 is best in a task; W/T/L "
-        "counts the pairings against every other mechanism over all tasks (rule under Statistics). The "
-        f"candidate, `{study.candidate.label}`, is highlighted."
+        f"Each task's `{METRIC}`: mean over seeds [95% bootstrap interval], * when a run of it was still "
+        "improving at the end of its budget (Convergence, below); rank 1 is best in a task; W/T/L counts the "
+        "pairings against every other mechanism over all tasks (rule under Statistics), NC those in which "
+        "either side was still improving: no win and no loss. The candidate, "
+        f"`{study.candidate.label}`, is highlighted."
     )
     return Section("Ranking", [Table(header, body, right_from=1, id="ranking"), note])
+
+
+def convergence_section(grouped: Cells) -> Section:
+    """Mechanism x task: how many runs converged, or how many were still improving (results.json's
+    `convergence`, `attnx.track.convergence`)."""
+    arms = grouped.values()
+    header = ["mechanism", *(grouped.label(cell).removeprefix("task=") for cell in grouped.rows)]
+    body = [
+        [
+            text(arm),
+            *(
+                str(convergence(by_value[arm])) if arm in by_value else "n/a"
+                for by_value in grouped.rows.values()
+            ),
+        ]
+        for arm in arms
+    ]
+    rules = {
+        (r["convergence"].get("metric"), r["convergence"].get("tolerance"))
+        for by_value in grouped.rows.values()
+        for row in by_value.values()
+        for r in row.runs
+        if isinstance(r.get("convergence"), dict)
+    }
+    tolerances = sorted({t for _, t in rules if t is not None})
+    note = (
+        "A run converged when its validation metric reached the task's ceiling, or when the mean of the last "
+        "quarter of its validations improved on the quarter before by less than the tolerance "
+        f"({', '.join(f'{t:g}' for t in tolerances) or 'not recorded'}; `convergence.tolerance`). A "
+        f'difference with a side still improving is reported as "{NOT_CONVERGED}": it measures the '
+        "budget, not the mechanism. – : no run recorded a verdict (too few validations, or an older run)."
+    )
+    return Section("Convergence", [Table(header, body, right_from=1, id="convergence"), note])
+
+
+def discrimination_section(study: CompareStudy, rows: list[Row]) -> Section:
+    """Which suite tasks pass the discrimination rule (`attnx.compare.discrimination`), with the figures."""
+    cfg = study.cfg
+    classic = {m for m in cfg.mechanisms if m != study.candidate.label}
+    body = []
+    for found in discrimination(cfg, rows, classic, METRIC):
+        top = "none converged" if found.top is None else f"{found.top[0]} {found.top[1]:.3f}"
+        means = list(found.means.items())
+        span = "–" if found.span is None else f"{found.span:.3f} ({means[0][0]} − {means[-1][0]})"
+        verdict = "passes" if found.passes else "fails: " + "; ".join(found.failing())
+        body.append([found.task, f"{found.ceiling:g}", f"{found.bar:.3f}", top, span, verdict])
+    rule = cfg.discrimination
+    note = (
+        f"A task discriminates when (a) a classic mechanism ({', '.join(sorted(classic))}) whose runs all "
+        f"converged reaches at least {rule.ceiling_fraction:g} of the task's ceiling (its suite `ceiling:`, "
+        f"else its metric's natural one) and (b) the best and worst classic mechanisms' means differ by at "
+        f"least {rule.spread:g} (`discrimination.ceiling_fraction`, `discrimination.spread`). A task that "
+        "fails (a) is too hard for its budget; one that fails (b) cannot tell the classic mechanisms apart."
+    )
+    header = ["task", "ceiling", "(a) needs", "(a) best converged", "(b) best − worst", "verdict"]
+    return Section("Discrimination", [Table(header, body, right_from=1, id="discrimination"), note])
 
 
 def capability_section(study: CompareStudy, scored: list[dict[str, Any]]) -> Section:
@@ -216,7 +293,8 @@ def _measure(cfg: DictConfig) -> str | None:
 
 def _mean_ci(row: Row) -> str:
     s = stats.summarize(row.found(METRIC))
-    return f"{s.mean:.3f}" + (f" [{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci else "")
+    improving = "*" if convergence(row).improving else ""
+    return f"{s.mean:.3f}{improving}" + (f" [{s.ci[0]:.3f}, {s.ci[1]:.3f}]" if s.ci else "")
 
 
 def protocol_section(study: CompareStudy) -> Section:

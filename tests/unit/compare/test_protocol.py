@@ -44,7 +44,7 @@ def test_every_run_trains_at_each_grid_point_and_only_the_first_draws_maps() -> 
     assert [(j.seed, j.lr, j.weight_decay) for j in jobs if j.drawn and j.arm.label == "dot"] == [
         (0, 0.0001, 0.0)
     ]
-    task = OmegaConf.create({"overrides": ["task=mqar"], "site": None})
+    task = OmegaConf.create({"overrides": ["task=mqar"], "metric": "test/acc", "site": None})
     chosen = jobs[1].overrides(task)
     assert chosen[:2] == ["task=mqar", "attention=dot"]
     assert "optim.lr=0.0001" in chosen and f"{WEIGHT_DECAY}=0.1" in chosen
