@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import math
+import re
 import statistics
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,8 @@ DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
     "classification": ("test/acc", "test/f1"),
     "lm": ("test/acc", "test/exact_match"),
 }
+# a test slice's metric (`test@2x/exact_match`: attnx.tasks.base.slice_name's split, read back without torch)
+SLICE_METRIC = re.compile(r"test@(\d+)x/(.+)")
 LOWER_IS_BETTER = ("loss", "perplexity", "per", "wer")
 NUMBERS = ("params", "train_seconds", "samples_per_second")  # record fields the tables average
 
@@ -197,7 +200,9 @@ def swept_columns(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def default_metrics(runs: list[dict[str, Any]]) -> list[str]:
-    """The main metrics of the task kinds present; val/ ones when the runs skipped the test split."""
+    """The main metrics of the task kinds present, each followed by its twins on the test slices the
+    runs have (`test/exact_match`, `test@2x/exact_match`, ...); val/ ones when the runs skipped the test
+    split."""
     chosen: list[str] = []
     for kind in dict.fromkeys(r.get("model_type", r.get("task_kind")) for r in runs):
         if kind is None:
@@ -205,8 +210,22 @@ def default_metrics(runs: list[dict[str, Any]]) -> list[str]:
         for metric in DEFAULT_METRICS.get(kind, ()):
             if not any(metric in r["metrics"] for r in runs):
                 metric = metric.replace("test/", "val/", 1)
-            chosen.append(metric)
+            chosen += [metric, *slice_twins(runs, metric)]
     return chosen or ["val/loss"]
+
+
+def slice_multiples(runs: list[dict[str, Any]], metric: str) -> list[int]:
+    """The multiples k, ascending, of the test slices on which some run has `metric` (a `test/` name)."""
+    name = metric.removeprefix("test/")
+    found = (SLICE_METRIC.fullmatch(key) for r in runs for key in r.get("metrics", {}))
+    return sorted({int(m[1]) for m in found if m is not None and m[2] == name})
+
+
+def slice_twins(runs: list[dict[str, Any]], metric: str) -> list[str]:
+    """`metric`'s twins on the runs' test slices: test/exact_match -> test@2x/exact_match, ..."""
+    if not metric.startswith("test/"):
+        return []
+    return [metric.replace("test/", f"test@{k}x/", 1) for k in slice_multiples(runs, metric)]
 
 
 def group(runs: list[dict[str, Any]], columns: list[str]) -> list[Row]:
