@@ -51,6 +51,12 @@ def test_reaching_the_ceiling_converged_even_while_the_last_quarter_still_moves(
     assert verdict([0.5, 0.8, 0.999, 0.9, 0.95, 0.97, 0.99, 0.999])["converged"] is False
 
 
+def test_reaching_the_ceiling_early_then_flat_converged_before_min_validations() -> None:
+    assert verdict([0.6, 1.0], ceiling=1.0)["reason"] == "reached the ceiling"
+    out = verdict([0.6, 1.0, 1.0, 1.0, 1.0, 1.0], ceiling=1.0)
+    assert out["converged"] is True and out["reason"] == "reached the ceiling"
+
+
 def test_too_few_validations_has_no_verdict() -> None:
     out = verdict([0.1, 0.2, 0.2])
     assert out["converged"] is None and out["reason"] == "too few validations (k < 4)"
