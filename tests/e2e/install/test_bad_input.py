@@ -351,9 +351,19 @@ CASES = [
     ("compare attention=local_window bench.n=0", "bench.n=0: must be a positive integer", None),
     ("compare attention=local_window bench.heads=3", "bench.heads=3 must divide bench.dim=64", None),
     ("compare attention=local_window score_host=nope", "score_host: unknown attention 'nope'", None),
+    ("compare attention=local_window seeds=0", "seeds=0: a count must be within 1..64", None),
+    ("compare attention=local_window seeds=65", "seeds=65: a count must be within 1..64", None),
+    ("compare attention=local_window seeds=[0,4294967296]", "4294967296 is no seed", None),
+    ("compare attention=local_window discrimination.spread=2", "discrimination.spread=2.0: must be in", None),
+    ("compare attention=local_window convergence.metric=val/loss", "sets convergence.metric itself", None),
     # compare: suite files (the `files` fixture's conf/suite/) that name what does not exist
     ("compare attention=local_window suite=noseeds", "missing value for seeds", None),
     ("compare attention=local_window suite=nometric", "suite task reverse: no metric", None),
+    (
+        "compare attention=local_window suite=noceiling",
+        "suite task reverse: no ceiling; metric test/bleu has no natural ceiling: set ceiling:",
+        None,
+    ),
     (
         "compare attention=local_window suite=wrongmetric",
         "suite task reverse: metric test/acc: its runs never log it; they log test/exact_match, test/loss",
@@ -499,6 +509,7 @@ SUITES = {
     "noseeds": f"tasks:\n{SUITE_TASK}    metric: test/exact_match\n",
     "nometric": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    width: [encoder.hidden_dim]\n",
     "wrongmetric": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    metric: test/acc\n",
+    "noceiling": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    metric: test/bleu\n",
     "badwidth": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    metric: test/exact_match\n"
     "    width: [encoder.hiden_dim]\n",
     "unknownmech": f"seeds: [0, 1]\nmechanisms: [none, additive, nope]\ntasks:\n{SUITE_TASK}"
