@@ -1,7 +1,9 @@
 """The report of an `attnx compare`: `attnx report`'s sections over the compare's own runs, with a
-ranking first (and a table per capability when the suite has them), and the protocol (learning rates,
-grid points, matched parameter counts or states) after. Under `protocol.grid` the tables score each
-(task, arm, seed) by its best run over the grid (`attnx.compare.scores`).
+ranking first, each (task, arm)'s convergence, a table per capability when the suite has them, each
+task's arms at every test length when its runs have slices (`attnx.compare.slices`), which tasks pass
+the discrimination rule (`attnx.compare.discrimination`), and the protocol (learning rates, grid points,
+matched parameter counts or states) after. Under `protocol.grid` the tables score each (task, arm, seed)
+by its best run over the grid (`attnx.compare.scores`).
 
 Each run is labelled in memory with its suite task and its arm (`labels`: the report's `task` and
 `mechanism` columns), and the metric each task compares is read into `test/metric` (`val/metric` in the
@@ -21,6 +23,7 @@ from attnx.compare.discrimination import discrimination
 from attnx.compare.matching import Matched
 from attnx.compare.plan import WEIGHT_DECAY, Arm, Job, validation_metric
 from attnx.compare.scores import best_over_grid, capability_scores
+from attnx.compare.slices import slices_section
 from attnx.report import cli as report
 from attnx.report import stats
 from attnx.report.document import Image, Section, Table
@@ -94,6 +97,10 @@ def write_report(study: CompareStudy) -> list[Path]:
     parts = [summary, *([ranking(study, grouped), convergence_section(grouped)] if grouped else [])]
     if any(spec.get("capability") for spec in cfg.tasks.values()):
         parts.append(capability_section(study, scored))
+    metrics = {str(task): str(spec.metric) for task, spec in cfg.tasks.items()}
+    lengths = slices_section(rows, metrics, out, study.candidate.label)
+    if lengths is not None:
+        parts.append(lengths)
     if OmegaConf.select(cfg, "discrimination") is not None:
         parts.append(discrimination_section(study, rows))
     parts.append(suite)

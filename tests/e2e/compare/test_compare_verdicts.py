@@ -1,6 +1,7 @@
 """The compare report of a fabricated finished compare (run folders with results.json, no training): which
 suite tasks pass the discrimination rule, each configuration's convergence, a difference with a side
-still improving reported as "not converged: raise the budget", and the note on the seeds p < 0.01 needs."""
+still improving reported as "not converged: raise the budget", the note on the seeds p < 0.01 needs, and
+each task's arms at every test length."""
 
 from __future__ import annotations
 
@@ -37,7 +38,7 @@ def record(arm: str, seed: int, score: float, converged: bool) -> dict[str, Any]
         "choices": {"task": "synthetic", "encoder": "rnn", "attention": arm, "score": None},
         "config": {"seed": seed},
         "model_type": "classification",
-        "metrics": {"test/acc": score + seed / 1000},
+        "metrics": {"test/acc": score + seed / 1000, "test@2x/acc": score / 2},
         "params": 1000,
         "train_seconds": 1.0,
         "convergence": {
@@ -91,3 +92,5 @@ def test_the_report_says_which_tasks_discriminate_and_never_ranks_an_unconverged
     assert "not converged: raise the budget" in reverse
     assert "p < 0.01 needs 8 seeds (`seeds=8`)" in md.split("## Ranking")[0]
     assert "0.501* [" in md.split("## Ranking")[1].split("##")[0]  # local_window on reverse, marked
+    lengths = md.split("## Length generalisation")[1].split("##")[0]  # each task ranked per test slice
+    assert "| additive | 0.971 | 1 | 0.485 | 1 |" in lengths and (tmp_path / "slices_reverse.png").exists()
