@@ -4,8 +4,11 @@ mechanisms, on a suite of tasks, over seeds, in one command.
 1. The suite (`suite=quick`, conf/suite/) names tasks, each with its `attnx train` overrides. Every
    mechanism of `mechanisms` and the candidate (a score runs inside `score_host`) is an **arm**; an arm
    a task cannot host (`none` as an lm's causal self-attention) is left out with the reason.
-2. Fair by construction: every arm of a task trains with the same seeds, hence the same data order,
-   and `paired_embeddings=true`, hence the same initial embeddings where the shapes agree.
+2. Fair by construction: every arm of a task trains with the same seeds (`seeds=8`: 0..7, or a list),
+   hence the same data order, and `paired_embeddings=true`, hence the same initial embeddings where
+   the shapes agree. Every run records whether it converged on the validation twin of its task's
+   metric (`convergence.metric`, against the task's `ceiling`): a difference with a side still
+   improving is reported as "not converged: raise the budget", never as a win or a loss.
    `protocol.lr_search` first trains each arm at every rate of `lr_grid` (first seed, validation only)
    and keeps its best; or `protocol.grid.enabled` (MAD's protocol, Poli et al. 2024) trains every run at
    each (lr, weight_decay) of `protocol.grid` and scores it by its best test metric over the grid.
@@ -24,7 +27,9 @@ mechanisms, on a suite of tasks, over seeds, in one command.
    record, never read back).
 5. One report (`attnx.report.cli`): report.html, report.md, report.csv in the compare folder. Its
    Pareto view sets quality against params, training time and `pareto`: time (inference ms) or state
-   (decoding state bytes per sequence at the task's longest test sequence).
+   (decoding state bytes per sequence at the task's longest test sequence). It says which suite tasks
+   pass the discrimination rule (`discrimination.ceiling_fraction`, `discrimination.spread`:
+   `attnx.compare.discrimination`).
 
 Everything lands in `out` (default `compare/<suite>/<candidate>`): `lr_search/`, `runs/`, `bench/`, and
 the report. The same command launched again continues the same compare.
@@ -49,7 +54,7 @@ from attnx.report.document import slug
 
 CANDIDATE_KEYS = ("attention", "score")  # with their fields: what names the candidate
 OWN = {  # run keys compare sets itself, and how to say what you meant instead
-    "seed": "seeds come from the suite: seeds=[0,1,2]",
+    "seed": "seeds come from the suite: seeds=8 or seeds=[0,1,2]",
     "resume": "it always resumes: resume=auto",
     "hydra.sweep.dir": "its folder is out=DIR",
     "hydra/sweeper": "its plan of runs",
