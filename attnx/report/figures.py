@@ -4,6 +4,9 @@
   learning-rate sweep on a log axis, which is how its sensitivity curve reads.
 - `length_plot`: exact match against source length from each run's `by_length`, one panel per cell,
   a line per compared value, the training lengths shaded.
+- `curve_plot`: each run's validation curve of its judged metric (results.json's `curve`, the metric its
+  `convergence` names) against training step, averaged over seeds, one panel per cell, a line per
+  compared value, the values with a run still improving dashed.
 - `pareto_plot`: quality against three costs (parameters, training seconds, and inference ms at a fixed
   N or decoding state bytes per sequence: whichever the points have), the Pareto frontier drawn through
   the configurations no other beats on both axes.
@@ -127,6 +130,61 @@ def length_plot(grouped: Cells, metric: str, out: Path, highlight: Any = None) -
     path = out / f"{slug(metric)}_vs_length.png"
     figure.savefig(path, dpi=DPI)
     return path
+
+
+def curve_plot(grouped: Cells, out: Path, highlight: Any = None) -> Path | None:
+    """Per cell, a line per value of the compared key: the mean over seeds of the runs' validation curve
+    of the metric their verdict judged, dashed when any of the runs behind it was still improving."""
+    panels = []
+    for cell, by_value in grouped.rows.items():
+        lines = {v: _mean_curve(row) for v, row in by_value.items()}
+        lines = {v: line for v, line in lines.items() if line[1]}
+        if lines:
+            panels.append((cell, lines))
+    if not panels:
+        return None
+    labels = [text(v) for v in grouped.values() if any(v in lines for _, lines in panels)]
+    figure, axes = _panels(len(panels), labels)
+    colours = {label: f"C{i % 10}" for i, label in enumerate(labels)}
+    for ax, (cell, lines) in zip(axes, panels):
+        for v, (_, series, improving) in lines.items():
+            steps = sorted(series)
+            ax.plot(
+                steps,
+                [series[step] for step in steps],
+                marker="*" if v == highlight else "o",
+                markersize=6 if v == highlight else 2.5,
+                linewidth=2.2 if v == highlight else 1.2,
+                linestyle="--" if improving else "-",
+                color=colours[text(v)],
+                label=text(v) if ax is axes[0] else None,
+            )
+        metric = next(iter(lines.values()))[0]  # a cell's runs share a task, so the metric judged
+        ax.set_xlabel("training step")
+        ax.set_title(f"{grouped.label(cell)}: {metric}", fontsize=9)
+        ax.grid(alpha=0.3)
+    figure.suptitle("validation curves (dashed: a run still improving at its last validation)", fontsize=9)
+    figure.legend(loc="outside right upper", fontsize=7, title=grouped.key, title_fontsize=7)
+    path = out / "validation_curves.png"
+    figure.savefig(path, dpi=DPI)
+    return path
+
+
+def _mean_curve(row: Row) -> tuple[str, dict[int, float], bool]:
+    """(the judged metric, its value per step averaged over the runs that validated at that step,
+    whether any run was still improving) for a row whose runs recorded a curve and a verdict."""
+    judged = [
+        r for r in row.runs if isinstance(r.get("convergence"), dict) and isinstance(r.get("curve"), dict)
+    ]
+    if not judged:
+        return "", {}, False
+    metric = str(judged[0]["convergence"].get("metric"))
+    at: dict[int, list[float]] = {}
+    for run in judged:
+        for step, v in run["curve"].get(metric, []):
+            at.setdefault(int(step), []).append(float(v))
+    improving = any(r["convergence"].get("converged") is False for r in judged)
+    return metric, {step: statistics.fmean(vs) for step, vs in at.items()}, improving
 
 
 def _mean_by_length(row: Row, metric: str) -> dict[int, float]:

@@ -17,7 +17,7 @@ from typing import Any
 
 from attnx.report import stats
 from attnx.report.document import Image, Section, Table
-from attnx.report.figures import length_plot, line_plot, pareto_plot
+from attnx.report.figures import curve_plot, length_plot, line_plot, pareto_plot
 from attnx.report.runs import NOT_SWEPT, Row, lower_is_better, overrides, sort_key, text, value
 from attnx.report.significance import Cells, against_baseline, cells, mean_rank, ranks, win_matrix
 from attnx.track.results import RUN_FOLDER
@@ -76,6 +76,7 @@ def sections(study: Study, out: Path, xs: list[str], panels: list[str]) -> list[
     ]
     if grouped is not None:
         figures.append(length_plot(grouped, "test/exact_match", out, study.highlight))
+        figures.append(curve_plot(grouped, out, study.highlight))
     images = [Image(p, p.stem.replace("_", " ")) for p in figures if p]
     if grouped is not None:
         images += heatmaps(grouped)

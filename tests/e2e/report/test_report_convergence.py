@@ -1,5 +1,5 @@
 """`attnx report` shows how many runs of each configuration converged (results.json's `convergence`,
-attnx.track.convergence) and says the rule under the table."""
+attnx.track.convergence), says the rule under the table, and draws the validation curves."""
 
 from __future__ import annotations
 
@@ -55,6 +55,7 @@ def test_each_row_says_how_many_of_its_runs_converged(sweep: Path, capsys: pytes
     assert cells == {"additive": "1/2 still improving", "dot": "2/2", "none": "–"}
     report = (sweep / "report.md").read_text()
     assert "Converged k/n" in report and "val/exact_match" in report and "(0.005)" in report
+    assert "![validation curves](validation_curves.png)" in report
     with (sweep / "report.csv").open() as handle:
         rows = {r["attention"]: r["converged"] for r in csv.DictReader(handle)}
     assert rows == {"additive": "1/2 still improving", "dot": "2/2", "none": ""}
@@ -67,3 +68,4 @@ def test_records_without_a_verdict_add_no_column(sweep: Path, capsys: pytest.Cap
     out = capsys.readouterr().out
     assert "converged" not in out.split("\n\n")[0]
     assert "Converged k/n" not in (sweep / "report.md").read_text()
+    assert not (sweep / "validation_curves.png").exists()
