@@ -7,9 +7,9 @@ and a resumed run's curve is the one before the interruption followed by the one
 
 The stop is Lightning's `EarlyStopping` with its criterion replaced: its should_stop plumbing (every DDP
 rank stops when one decides to), its verbose message and its checkpointed state are reused. Its own
-criterion is not enough to judge a plateau: it tracks the best value so far, so one validation that scatters
-high restarts its patience and a flat but noisy curve never stops, while a curve creeping up by less than
-`min_delta` per validation but by much more over the run stops at once; and its patience is a fixed count
+criterion (best value so far, `min_delta`, `patience`) is not enough to judge a plateau: it follows the
+noise's extremes, not the trend, since on a flat but noisy curve each new high outlier restarts its
+patience, and on a rising one an early high outlier can exhaust it; and its patience is a fixed count
 of validations, not a share of the run. Here the last quarter of the curve is compared with the quarter
 before it, by their means, and a run stops only once it has had `min_validations` validations: a run
 stopped early is converged by the same rule that results.json records.

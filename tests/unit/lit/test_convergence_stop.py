@@ -1,0 +1,44 @@
+"""`Convergence`'s stopping criterion (attnx.lit.convergence): the rule on the curve so far, from
+`min_validations` validations on, and never without `stop`."""
+
+from __future__ import annotations
+
+import torch
+from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
+
+from attnx.lit.convergence import Convergence
+
+
+def judge(values: list[float], stop: bool = True, metric: str = "val/acc") -> Convergence:
+    callback = Convergence(metric, tolerance=0.005, ceiling=None, min_validations=4, stop=stop)
+    callback.curve = {metric: [[10 * (i + 1), v] for i, v in enumerate(values)]}
+    return callback
+
+
+def stops(callback: Convergence) -> bool:
+    return callback._evaluate_stopping_criteria(torch.tensor(0.0))[0]
+
+
+def test_the_ceiling_stops_only_from_min_validations_on() -> None:
+    early = judge([0.5, 1.0])
+    assert early.verdict()["converged"] is True and not stops(early)
+    ceiling = judge([0.5, 1.0, 1.0, 1.0])
+    assert stops(ceiling) and ceiling.stopping_reason == EarlyStoppingReason.STOPPING_THRESHOLD
+
+
+def test_a_plateau_stops_a_rising_curve_does_not() -> None:
+    flat = judge([0.2, 0.6, 0.58, *[0.62, 0.6, 0.58] * 3])  # scatter 0.04, windows of 3: mean 0.6 each
+    assert stops(flat) and flat.stopping_reason == EarlyStoppingReason.PATIENCE_EXHAUSTED
+    assert not stops(judge([0.1 * i for i in range(8)]))
+
+
+def test_without_stop_it_only_judges() -> None:
+    assert not stops(judge([0.5, 1.0, 1.0, 1.0], stop=False))
+
+
+def test_a_loss_is_judged_falling_and_the_curve_is_its_state() -> None:
+    callback = judge([2.0, 1.0, 0.5, 0.25, 0.1, 0.05, 0.02, 0.01], metric="val/loss")
+    assert callback.mode == "min" and callback.ceiling is None and not stops(callback)
+    restored = judge([], metric="val/loss")
+    restored.load_state_dict(callback.state_dict())
+    assert restored.curve == callback.curve
