@@ -96,6 +96,8 @@ def test_every_arm_runs_where_the_task_can_host_it_and_the_report_says_where_not
     ]
     assert len(runs) == 8 and all(r["status"] == "completed" for r in runs.values())
     assert all(r["config"]["paired_embeddings"] and r["config"]["seed"] in (0, 1) for r in runs.values())
+    judged = {r["choices"]["task"]: r["convergence"]["metric"] for r in runs.values()}
+    assert judged == {"reverse": "val/exact_match", "mqar": "val/acc"}  # each task metric's val/ twin
     assert relaunch.count("all 8 runs completed") == 2  # lr_search/ and runs/: nothing launched
 
     report = (out / "report.md").read_text()
@@ -103,6 +105,7 @@ def test_every_arm_runs_where_the_task_can_host_it_and_the_report_says_where_not
     assert "`local_window` on mqar" in report
     assert "**Paired against `mechanism=additive`**" in report and "smallest two-sided p" in report
     assert "## Ranking" in report and "## Cost" in report and "infer ms @ N=16" in report
+    assert "## Convergence" in report and "## Discrimination" in report
     for figure in ("pareto_task_reverse.png", "test_exact_match_vs_length.png", "lr_sensitivity.png"):
         assert f"]({figure})" in report and (out / figure).read_bytes().startswith(b"\x89PNG")
     assert "runs/2/attention_maps/test/cross_0.png" in report  # additive, seed 0, on reverse
