@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnx.track.convergence import lower_is_better
 from attnx.track.results import CHOICES, RESULTS, Unreadable, find_runs, read_results
 
 # resolved choices: a default score has a name here
@@ -33,7 +34,6 @@ DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
 }
 # a test slice's metric (`test@2x/exact_match`: attnx.tasks.base.slice_name's split, read back without torch)
 SLICE_METRIC = re.compile(r"test@(\d+)x/(.+)")
-LOWER_IS_BETTER = ("loss", "perplexity", "per", "wer")
 NUMBERS = ("params", "train_seconds", "samples_per_second")  # record fields the tables average
 
 
@@ -276,9 +276,3 @@ def sort_key(v: Any) -> tuple[int, Any]:
 def text(v: Any) -> str:
     """A value as a table shows it: None as an en dash, lists and booleans as JSON."""
     return "–" if v is None else json.dumps(v) if isinstance(v, bool | list | dict) else str(v)
-
-
-def lower_is_better(metric: str) -> bool:
-    """Losses, perplexity and error rates (PER, WER) fall as models improve; everything else rises."""
-    name = metric.rsplit("/", 1)[-1]
-    return any(word in name for word in LOWER_IS_BETTER)

@@ -19,7 +19,15 @@ from attnx.report import stats
 from attnx.report.document import Image, Section, Table
 from attnx.report.figures import curve_plot, length_plot, line_plot, pareto_plot
 from attnx.report.runs import NOT_SWEPT, Row, lower_is_better, overrides, sort_key, text, value
-from attnx.report.significance import Cells, against_baseline, cells, mean_rank, ranks, win_matrix
+from attnx.report.significance import (
+    Cells,
+    against_baseline,
+    cells,
+    convergence,
+    mean_rank,
+    ranks,
+    win_matrix,
+)
 from attnx.track.results import RUN_FOLDER
 
 COSTS = (("params", "params"), ("train_seconds", "train s"), ("samples_per_second", "samples/s"))
@@ -129,13 +137,11 @@ def verdicts(row: Row) -> list[dict[str, Any]]:
 
 
 def converged_text(row: Row) -> str:
-    """`3/3`: runs converged of the runs with a verdict; `1/3 still improving` when any is not; empty
-    when no run has a verdict (too few validations, or a record from before curves were kept)."""
-    given = [v["converged"] for v in verdicts(row) if v.get("converged") is not None]
-    if not given:
-        return ""
-    done = sum(given)
-    return f"{done}/{len(given)}" + ("" if done == len(given) else " still improving")
+    """`converged 3/3`, or `still improving (1 of 3)` when any run is (`significance.convergence`, as
+    the compare report says it); empty when no run has a verdict (too few validations, or a record from
+    before curves were kept)."""
+    counted = convergence(row)
+    return str(counted) if counted.converged or counted.improving else ""
 
 
 def convergence_lines(study: Study) -> list[str]:
@@ -146,12 +152,13 @@ def convergence_lines(study: Study) -> list[str]:
     metrics = ", ".join(sorted({str(v.get("metric")) for v in judged}))
     tolerances = ", ".join(f"{t:g}" for t in sorted({float(v.get("tolerance", 0)) for v in judged}))
     return [
-        f"Converged k/n: of the n runs with a verdict, k converged. A run converged when its validation "
-        f"curve of {metrics} reached the metric's ceiling within the tolerance ({tolerances}), or when the "
-        "mean of its last quarter of validations improved on the mean of the quarter before by less than "
-        "the tolerance; fewer validations than `convergence.min_validations` give no verdict. A "
-        "configuration still improving was stopped by its budget: its figures say as much about the budget "
-        "as about the model (raise `trainer.max_epochs`, or set `convergence.stop=true` with a larger one)."
+        "Converged k/n: k of the configuration's n runs converged; still improving (i of n): i did not. "
+        f"A run converged when its validation curve of {metrics} reached the metric's ceiling within the "
+        f"tolerance ({tolerances}), or when the mean of its last quarter of validations improved on the "
+        "mean of the quarter before by less than the tolerance; fewer validations than "
+        "`convergence.min_validations` give no verdict. A configuration still improving was stopped by its "
+        "budget: its figures say as much about the budget as about the model (raise `trainer.max_epochs`, "
+        "or set `convergence.stop=true` with a larger one)."
     ]
 
 
@@ -183,14 +190,18 @@ def statistics_section(study: Study, grouped: Cells) -> Section:
         parts.append(f"**Paired against `{key}={text(study.baseline)}`** on {metric}, seed by seed:")
         parts.append(baseline_table(study, grouped))
         parts.append(
-            "Δ is the mean per-seed difference (row − baseline) with its 95% bootstrap interval; p is "
-            f"two-sided, exact (sign-flip over seeds up to {stats.EXACT_MAX}, Wilcoxon signed-rank above), "
-            "and Holm's adjustment is over every comparison in this table."
+            "Δ is the mean per-seed difference (row − baseline) with its 95% bootstrap interval; d_z = "
+            "mean / sd of the differences, with its bootstrap interval; MDE the smallest difference a t-test "
+            f"detects at this n with power {stats.POWER:g} (α = {stats.ALPHA:g}), and floor the smallest p "
+            f"the exact test can give at this n (2/2ⁿ); p is two-sided, exact (sign-flip over seeds up to "
+            f"{stats.EXACT_MAX}, Wilcoxon signed-rank above), and Holm's adjustment is within each cell: "
+            "each cell is its own question. A row with a run still improving on either side is "
+            '"not converged: raise the budget", never better or worse.'
         )
     parts.append(
         f"**Wins, ties and losses** of each `{key}` (row) against each other (column) on {metric}: W when "
         "the 95% bootstrap interval of the paired difference lies wholly on the better side of 0, L wholly "
-        "on the worse side, T otherwise."
+        "on the worse side, T otherwise; NC when either side has a run still improving (no win, no loss)."
     )
     parts += matrix_tables(grouped, metric)
     parts.append(f"**Ranks** by mean {metric} in each cell (1 = best; ties share their mean rank):")
@@ -209,9 +220,11 @@ def n_note(seeds: list[int]) -> str:
         return (
             f"{counts} per configuration. With {n} paired seeds the smallest two-sided p an exact test can "
             f"give is {floor:.3f}, so no difference here can reach p < {stats.ALPHA}: "
-            f"{stats.seeds_for()} seeds are the fewest that can."
+            f"{stats.seeds_for()} seeds are the fewest that can, {stats.seeds_for(0.01)} for p < 0.01."
         )
-    return f"{counts} per configuration; the smallest attainable two-sided p is {floor:.4f}."
+    needed = stats.seeds_for(0.01)
+    more = f"; p < 0.01 needs {needed} seeds" if n < needed else ""
+    return f"{counts} per configuration; the smallest attainable two-sided p is {floor:.4f}{more}."
 
 
 def baseline_table(study: Study, grouped: Cells) -> Table:
@@ -220,6 +233,8 @@ def baseline_table(study: Study, grouped: Cells) -> Table:
     for c in comparisons:
         r = c.result
         ci = f"[{r.ci[0]:+.3f}, {r.ci[1]:+.3f}]" if r.ci else "–"
+        d_z = "–" if r.d_z is None else f"{r.d_z:+.2f}"
+        d_z_ci = f"[{r.d_z_ci[0]:+.2f}, {r.d_z_ci[1]:+.2f}]" if r.d_z_ci else "–"
         body.append(
             [
                 grouped.label(c.cell),
@@ -227,13 +242,18 @@ def baseline_table(study: Study, grouped: Cells) -> Table:
                 str(r.n),
                 f"{r.mean:+.3f}",
                 ci,
+                d_z,
+                d_z_ci,
+                "–" if r.mde is None else f"{r.mde:.3f}",
+                _p(stats.smallest_p(r.n)) if r.n > 1 else "–",
                 r.test,
                 _p(r.p),
                 _p(c.p_holm),
                 c.verdict(),
             ]
         )
-    header = ["cell", grouped.key, "n", "Δ", "95% CI", "test", "p", "p (Holm)", "verdict"]
+    header = ["cell", grouped.key, "n", "Δ", "95% CI", "d_z", "d_z 95% CI", "MDE", "floor", "test", "p"]
+    header += ["p (Holm)", "verdict"]
     return Table(header, body, right_from=2, id="baseline")
 
 

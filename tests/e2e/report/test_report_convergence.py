@@ -52,13 +52,13 @@ def test_each_row_says_how_many_of_its_runs_converged(sweep: Path, capsys: pytes
     header = [c.strip() for c in table[0].strip("| ").split("|")]
     column = header.index("converged")
     cells = {r.split("|")[1].strip(): r.split("|")[column + 1].strip() for r in table[2:]}
-    assert cells == {"additive": "1/2 still improving", "dot": "2/2", "none": "–"}
+    assert cells == {"additive": "still improving (1 of 2)", "dot": "converged 2/2", "none": "–"}
     report = (sweep / "report.md").read_text()
     assert "Converged k/n" in report and "val/exact_match" in report and "(0.005)" in report
     assert "![validation curves](validation_curves.png)" in report
     with (sweep / "report.csv").open() as handle:
         rows = {r["attention"]: r["converged"] for r in csv.DictReader(handle)}
-    assert rows == {"additive": "1/2 still improving", "dot": "2/2", "none": ""}
+    assert rows == {"additive": "still improving (1 of 2)", "dot": "converged 2/2", "none": ""}
 
 
 def test_records_without_a_verdict_add_no_column(sweep: Path, capsys: pytest.CaptureFixture) -> None:

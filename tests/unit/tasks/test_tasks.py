@@ -347,11 +347,20 @@ def test_exhausted_sequence_space_is_a_clear_error() -> None:
         task.setup()
 
 
+SLICES = "test_slices"
+
+
 @pytest.mark.parametrize(
     ("name", "fields"),
     [
-        ("reverse", ["vocab_size", "min_len", "max_len", "test_min_len", "test_max_len", "val_like_test"]),
-        ("addition", ["min_digits", "max_digits", "test_min_digits", "test_max_digits", "val_like_test"]),
+        (
+            "reverse",
+            ["vocab_size", "min_len", "max_len", "test_min_len", "test_max_len", "val_like_test", SLICES],
+        ),
+        (
+            "addition",
+            ["min_digits", "max_digits", "test_min_digits", "test_max_digits", "val_like_test", SLICES],
+        ),
         ("sentiment", ["min_len", "max_len", "num_classes"]),
         ("listops", ["min_len", "max_len", "max_depth", "max_args"]),
     ],
@@ -359,7 +368,9 @@ def test_exhausted_sequence_space_is_a_clear_error() -> None:
 def test_structured_config_fields(name: str, fields: list[str]) -> None:
     params = registry("task").entry(name).hyperparams()
     assert list(params) == [*fields, "train_size", "val_size", "test_size", "batch_size", "seed"]
-    assert all(params[f] is None for f in fields if f.startswith("test_"))  # test range defaults to train's
+    ranges = [f for f in fields if f.startswith("test_") and f != SLICES]
+    assert all(params[f] is None for f in ranges)  # test range defaults to train's
+    assert params.get(SLICES, ()) == ()  # no test slices unless asked
     config = OmegaConf.structured(config_class(registry("task").entry(name)))
     with pytest.raises(ValidationError):
         config.train_size = "many"  # typed fields: a wrong type fails at composition, not deep in training
