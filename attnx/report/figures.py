@@ -112,15 +112,7 @@ def length_plot(grouped: Cells, metric: str, out: Path, highlight: Any = None) -
             ax.text(trained[0] - 0.4, 0.02, "training lengths", fontsize=7, color="0.4")
         for v, series in lines.items():
             lengths = sorted(series)
-            ax.plot(
-                lengths,
-                [series[n] for n in lengths],
-                marker="*" if v == highlight else "o",
-                markersize=8 if v == highlight else 4,
-                linewidth=2.2 if v == highlight else 1.2,
-                color=colours[text(v)],
-                label=text(v) if ax is axes[0] else None,
-            )
+            _line(ax, lengths, [series[n] for n in lengths], text(v), v == highlight, colours, ax is axes[0])
         ax.set_xlabel("source length")
         ax.set_ylim(-0.03, 1.03)
         ax.set_title(grouped.label(cell), fontsize=9)
@@ -130,6 +122,30 @@ def length_plot(grouped: Cells, metric: str, out: Path, highlight: Any = None) -
     path = out / f"{slug(metric)}_vs_length.png"
     figure.savefig(path, dpi=DPI)
     return path
+
+
+def _line(
+    ax: Any,
+    xs: list[Any],
+    ys: list[float],
+    label: str,
+    highlighted: bool,
+    colours: dict[str, str],
+    legend: bool,
+    markersize: float = 4,
+    linestyle: str = "-",
+) -> None:
+    """One value's line in a panel: the highlighted one (a compare's candidate) a large star."""
+    ax.plot(
+        xs,
+        ys,
+        marker="*" if highlighted else "o",
+        markersize=8 if highlighted else markersize,
+        linewidth=2.2 if highlighted else 1.2,
+        linestyle=linestyle,
+        color=colours[label],
+        label=label if legend else None,
+    )
 
 
 def curve_plot(grouped: Cells, out: Path, highlight: Any = None) -> Path | None:
@@ -149,15 +165,17 @@ def curve_plot(grouped: Cells, out: Path, highlight: Any = None) -> Path | None:
     for ax, (cell, lines) in zip(axes, panels):
         for v, (_, series, improving) in lines.items():
             steps = sorted(series)
-            ax.plot(
+            dashed = "--" if improving else "-"
+            _line(
+                ax,
                 steps,
-                [series[step] for step in steps],
-                marker="*" if v == highlight else "o",
-                markersize=6 if v == highlight else 2.5,
-                linewidth=2.2 if v == highlight else 1.2,
-                linestyle="--" if improving else "-",
-                color=colours[text(v)],
-                label=text(v) if ax is axes[0] else None,
+                [series[n] for n in steps],
+                text(v),
+                v == highlight,
+                colours,
+                ax is axes[0],
+                2.5,
+                dashed,
             )
         metric = next(iter(lines.values()))[0]  # a cell's runs share a task, so the metric judged
         ax.set_xlabel("training step")
