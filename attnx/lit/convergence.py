@@ -11,8 +11,9 @@ criterion (best value so far, `min_delta`, `patience`) is not enough to judge a 
 noise's extremes, not the trend, since on a flat but noisy curve each new high outlier restarts its
 patience, and on a rising one an early high outlier can exhaust it; and its patience is a fixed count
 of validations, not a share of the run. Here the last quarter of the curve is compared with the quarter
-before it, by their means, and a run stops only once it has had `min_validations` validations: a run
-stopped early is converged by the same rule that results.json records.
+before it, by their means, and a run stops on a plateau only once it has had `min_validations`
+validations (on reaching the ceiling, at once): a run stopped early is converged by the same rule that
+results.json records.
 """
 
 from __future__ import annotations
@@ -75,7 +76,14 @@ class Convergence(EarlyStopping):
 
     def _evaluate_stopping_criteria(self, current: Tensor) -> tuple[bool, str | None]:
         verdict = self.verdict()
-        if not self.stop or verdict["validations"] < self.min_validations or not verdict["converged"]:
+        # the ceiling is final whenever it comes; a plateau only counts from min_validations on, since
+        # attention often sits on one at chance for a while before it learns where to look
+        ceiling = verdict["reason"] == "reached the ceiling"
+        if (
+            not self.stop
+            or not verdict["converged"]
+            or (verdict["validations"] < self.min_validations and not ceiling)
+        ):
             return False, None
         self.stopping_reason = REASONS[verdict["reason"]]
         return True, f"{self.monitor} {verdict['reason']} ({verdict['validations']} validations): stopping"

@@ -1,5 +1,5 @@
 """`Convergence`'s stopping criterion (attnx.lit.convergence): the rule on the curve so far, from
-`min_validations` validations on, and never without `stop`."""
+`min_validations` validations on (the ceiling at once), and never without `stop`."""
 
 from __future__ import annotations
 
@@ -19,11 +19,13 @@ def stops(callback: Convergence) -> bool:
     return callback._evaluate_stopping_criteria(torch.tensor(0.0))[0]
 
 
-def test_the_ceiling_stops_only_from_min_validations_on() -> None:
+def test_the_ceiling_stops_at_once_a_plateau_only_from_min_validations_on() -> None:
     early = judge([0.5, 1.0])
-    assert early.verdict()["converged"] is True and not stops(early)
-    ceiling = judge([0.5, 1.0, 1.0, 1.0])
-    assert stops(ceiling) and ceiling.stopping_reason == EarlyStoppingReason.STOPPING_THRESHOLD
+    assert early.verdict()["converged"] is True and stops(early)
+    assert early.stopping_reason == EarlyStoppingReason.STOPPING_THRESHOLD
+    chance = judge([0.5, 0.5, 0.5])  # a plateau at chance before learning: too early to call
+    assert chance.verdict()["converged"] is None and not stops(chance)
+    assert stops(judge([0.5, 0.5, 0.5, 0.5]))
 
 
 def test_a_plateau_stops_a_rising_curve_does_not() -> None:
