@@ -176,6 +176,8 @@ def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) 
         # weights_only=True, explicitly: TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD cannot then turn pickle execution on
         trainer.fit(module, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
         record["wall_seconds"] = time.perf_counter() - started
+        # now: evaluating the best checkpoint restores the callbacks' states too, the curve's as it was then
+        judged = _convergence(trainer)
         best = _checkpoint_to_evaluate(trainer)
         evaluate = {"datamodule": data, "ckpt_path": best, "verbose": False, "weights_only": True}
         metrics.update(_validate(trainer, module, evaluate))
@@ -198,7 +200,7 @@ def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) 
         epochs=trainer.current_epoch,
         steps=trainer.global_step,
         checkpoint=best,
-        **_convergence(trainer),
+        **judged,
     )
     record.write()
     if record.lead:

@@ -29,6 +29,17 @@ def test_a_record_has_a_point_per_validation_and_a_verdict_and_a_resume_extends_
     assert resumed["convergence"]["validations"] == 9
 
 
+def test_the_curve_is_fit_s_whole_even_when_the_best_checkpoint_is_an_early_one(tmp_path: Path) -> None:
+    """Testing the best checkpoint restores the callbacks' states as they were when it was saved: the
+    record keeps the curve of the whole fit, not the best checkpoint's (a quick-suite run once lost its
+    last validations, and its verdict followed the truncated curve)."""
+    worst_first = ["callbacks.model_checkpoint.mode=max"]  # the highest val/loss: an early validation
+    record = completed(tmp_path, *EVERY_STEP, "trainer.max_epochs=3", *worst_first)
+    assert not record["checkpoint"].endswith("epoch002.ckpt")
+    assert [step for step, _ in record["curve"]["val/loss"]] == list(range(1, 10))
+    assert record["convergence"]["validations"] == 9
+
+
 def test_stop_ends_a_run_once_its_curve_has_converged(tmp_path: Path) -> None:
     """A tiny model's exact match stays flat from the start: the run stops at its 4th validation."""
     record = completed(tmp_path, *EVERY_STEP, "trainer.max_epochs=4", "convergence.stop=true")
