@@ -3,8 +3,10 @@
 One child process runs the whole study (`attnx compare attention=CANDIDATE suite=quick out=<fresh
 folder>`: every run through joblib, `attnx bench`, the report), timed as a whole; the same command is
 then launched again, which must train nothing. Printed: both wall times, the child's CPU seconds, the
-runs and how long they trained, and the study's result table. The goal is the issue's: the quick suite
-in at most 15 minutes on 2 cores.
+runs and how long they trained, the report's convergence and discrimination sections, how many paired
+differences reach p < 0.01, and each task's calibration: the mean validation curve of the baseline arm and
+of the task's best arm at the suite's budget. The goal is the issue's: the quick suite in at most 15
+minutes on 2 cores.
 
     python benchmarks/compare_quick.py [--candidate local_window] [--keep DIR]
 """
@@ -19,6 +21,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL_SECONDS = 15 * 60
@@ -30,6 +33,65 @@ def timed(command: list[str]) -> tuple[float, int]:
     started = time.perf_counter()
     code = subprocess.run(command, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
     return time.perf_counter() - started, code
+
+
+def section(markdown: str, title: str) -> str:
+    """The report section whose heading is `title`, up to the next heading of its level."""
+    start = markdown.find(f"## {title}")
+    end = markdown.find("\n## ", start + 1)
+    return markdown[start : end if end > 0 else None] if start >= 0 else f"(no {title} section)"
+
+
+def paired_tests(runs: list[dict], metrics: dict[str, str], baseline: str = "additive") -> str:
+    """Every arm against the baseline on each task's metric, paired by seed (attnx's exact test): the mean
+    difference and the raw p, the figures the issue's "p < 0.01" is about."""
+    from attnx.report.stats import paired
+
+    by = _by_arm(runs)
+    lines = ["| task | arm − baseline | n | mean Δ | p (raw) |", "| --- | --- | ---: | ---: | ---: |"]
+    for (task, arm), rs in sorted(by.items()):
+        base = {r["config"]["seed"]: r["metrics"].get(metrics[task]) for r in by.get((task, baseline), [])}
+        mine = {r["config"]["seed"]: r["metrics"].get(metrics[task]) for r in rs}
+        seeds = sorted(s for s in mine if base.get(s) is not None and mine[s] is not None)
+        if arm == baseline or len(seeds) < 2:
+            continue
+        result = paired([mine[s] for s in seeds], [base[s] for s in seeds])
+        lines.append(f"| {task} | {arm} | {result.n} | {result.mean:+.3f} | {result.p:.4f} |")
+    return "\n".join(lines)
+
+
+def calibration(runs: list[dict], metrics: dict[str, str]) -> str:
+    """Per task, the validation curve of the baseline arm and of the task's best arm (mean over seeds at
+    each validation; "(k)": only k runs got that far, the others had stopped converged)."""
+    by = _by_arm(runs)
+    lines = ["| task | arm | validation curve (mean over seeds) |", "| --- | --- | --- |"]
+    for task in sorted({t for t, _ in by}):
+        arms = [arm for t, arm in by if t == task]
+        best = max(arms, key=lambda arm: _mean(r["metrics"].get(metrics[task], 0.0) for r in by[(task, arm)]))
+        for arm in dict.fromkeys(a for a in ("additive", best) if a in arms):
+            lines.append(f"| {task} | {arm} | {_mean_curve(by[(task, arm)])} |")
+    return "\n".join(lines)
+
+
+def _by_arm(runs: list[dict]) -> dict[tuple[str, str], list[dict]]:
+    by: dict[tuple[str, str], list[dict]] = {}
+    for run in runs:
+        by.setdefault((run["choices"]["task"], run["choices"]["attention"]), []).append(run)
+    return by
+
+
+def _mean(values: Any) -> float:
+    found = list(values)
+    return sum(found) / len(found)
+
+
+def _mean_curve(runs: list[dict]) -> str:
+    curves = [r["curve"].get(r["convergence"]["metric"], []) for r in runs]
+    means = []
+    for i in range(max(len(c) for c in curves)):
+        at = [c[i][1] for c in curves if len(c) > i]
+        means.append(f"{_mean(at):.2f}" + ("" if len(at) == len(curves) else f"({len(at)})"))
+    return " ".join(means)
 
 
 def main() -> int:
@@ -55,6 +117,13 @@ def main() -> int:
     print(f"| launched again (wall), nothing to train | {again:.1f} s |")
     print(f"| exit codes | {code}, {code_again} |")
     print(f"\nreport: {folder / 'report.html'}")
+    report = (folder / "report.md").read_text()
+    for title in ("Convergence", "Discrimination"):
+        print(section(report, title))
+    # each run's convergence was judged on the val/ twin of its task's suite metric
+    metrics = {r["choices"]["task"]: "test/" + r["convergence"]["metric"].split("/", 1)[1] for r in completed}
+    print(paired_tests(completed, metrics))
+    print(calibration(completed, metrics))
     return 0 if code == 0 and code_again == 0 else 1
 
 

@@ -178,6 +178,10 @@ def _check_suite_tasks(cfg: DictConfig) -> None:
             )
         if spec.capability is not None and not spec.capability.strip():
             raise ConfigError(f"suite task {name}: capability is empty; name it, or null for the task's own")
+        if spec.get("baseline") is not None and spec.baseline not in cfg.mechanisms:
+            raise ConfigError(
+                f"suite task {name}: baseline={spec.baseline} is not one of mechanisms={list(cfg.mechanisms)}"
+            )
         ceiling = spec.get("ceiling")
         if ceiling is None and natural_ceiling(spec.metric) is None:
             raise ConfigError(
@@ -249,6 +253,11 @@ def check_arms(
             configs.append((config, sites))
         if not hosted[task]:
             raise ConfigError(f"suite task {task}: no arm can run: {refused[(task, arms[0].label)]}")
+        if (task, spec.get("baseline")) in refused:
+            raise ConfigError(
+                f"suite task {task}: baseline={spec.baseline} cannot run here: "
+                + refused[(task, spec.baseline)]
+            )
         try:
             if _check_task(spec, configs, cfg.protocol.match_state):
                 decoding.add(task)

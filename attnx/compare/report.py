@@ -87,6 +87,8 @@ def write_report(study: CompareStudy) -> list[Path]:
         rows,
         key="mechanism",
         baseline=cfg.baseline,
+        # a suite task's own baseline (an lm task's reference is softmax attention, Zoology's), by cell
+        baselines={(task,): spec.baseline for task, spec in cfg.tasks.items() if spec.get("baseline")},
         inference_ms=study.inference_ms,
         bench_n=cfg.bench.n,
         highlight=study.candidate.label,

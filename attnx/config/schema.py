@@ -161,6 +161,7 @@ class SuiteTask:
     capability: Optional[str] = None  # noqa: UP045
     site: Optional[str] = None  # noqa: UP045
     ceiling: Optional[float] = None  # noqa: UP045 - the best value; null: the metric's natural one
+    baseline: Optional[str] = None  # noqa: UP045 - the arm the others are paired against here; null: compare's
 
 
 @dataclass

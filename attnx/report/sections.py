@@ -44,6 +44,7 @@ class Study:
     rows: list[Row]
     key: str | None = None  # the compared key: the baseline's, or `attention` when it is swept
     baseline: Any = None  # the key's baseline value, None for no paired comparison
+    baselines: dict[tuple[Any, ...], Any] = field(default_factory=dict)  # a cell's own, where it differs
     tuned: list[str] = field(default_factory=list)  # keys chosen per row, left out of a cell's identity
     inference_ms: dict[Any, float] | None = None  # the key's value -> `attnx bench` forward ms at one N
     bench_n: int | None = None
@@ -187,7 +188,8 @@ def statistics_section(study: Study, grouped: Cells) -> Section:
     seeds = sorted({len(row.by_seed(metric)) for row in study.rows})
     parts: list[str | Table] = [n_note(seeds)]
     if study.baseline is not None:
-        parts.append(f"**Paired against `{key}={text(study.baseline)}`** on {metric}, seed by seed:")
+        own = "".join(f"; {grouped.label(c)}: `{key}={text(v)}`" for c, v in study.baselines.items())
+        parts.append(f"**Paired against `{key}={text(study.baseline)}`**{own} on {metric}, seed by seed:")
         parts.append(baseline_table(study, grouped))
         parts.append(
             "Δ is the mean per-seed difference (row − baseline) with its 95% bootstrap interval; d_z = "
@@ -228,7 +230,7 @@ def n_note(seeds: list[int]) -> str:
 
 
 def baseline_table(study: Study, grouped: Cells) -> Table:
-    comparisons = against_baseline(grouped, study.baseline, study.metrics[0])
+    comparisons = against_baseline(grouped, study.baseline, study.metrics[0], study.baselines)
     body = []
     for c in comparisons:
         r = c.result

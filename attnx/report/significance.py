@@ -26,7 +26,7 @@ seed are paired: the same data order and initial embeddings.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -137,15 +137,19 @@ def paired(row: Row, baseline: Row, metric: str) -> stats.Paired:
     return stats.paired([mine[s] for s in seeds], [theirs[s] for s in seeds])
 
 
-def against_baseline(grouped: Cells, baseline: Any, metric: str) -> list[Comparison]:
-    """Every row of a cell that has a `baseline` row against it, Holm-adjusted within the cell."""
+def against_baseline(
+    grouped: Cells, baseline: Any, metric: str, own: Mapping[tuple[Any, ...], Any] | None = None
+) -> list[Comparison]:
+    """Every row of a cell that has a baseline row against it, Holm-adjusted within the cell. The
+    baseline is `baseline`, or a cell's `own` (a compare suite task's)."""
     lower = lower_is_better(metric)
     found = []
     for cell, by_value in grouped.rows.items():
-        base = by_value.get(baseline)
+        baseline_here = (own or {}).get(cell, baseline)
+        base = by_value.get(baseline_here)
         if base is None:
             continue
-        rows = [(value, row) for value, row in by_value.items() if value != baseline]
+        rows = [(value, row) for value, row in by_value.items() if value != baseline_here]
         results = [paired(row, base, metric) for _, row in rows]
         adjusted = stats.holm([result.p for result in results])
         found += [

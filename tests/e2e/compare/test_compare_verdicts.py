@@ -1,7 +1,7 @@
 """The compare report of a fabricated finished compare (run folders with results.json, no training): which
 suite tasks pass the discrimination rule, each configuration's convergence, a difference with a side
 still improving reported as "not converged: raise the budget", the note on the seeds p < 0.01 needs, and
-each task's arms at every test length."""
+each task's arms at every test length, and a task paired against its own baseline."""
 
 from __future__ import annotations
 
@@ -67,7 +67,8 @@ def test_the_report_says_which_tasks_discriminate_and_never_ranks_an_unconverged
     task = {"metric": "test/acc", "overrides": ["task=synthetic"], "ceiling": None}
     cfg = OmegaConf.create(
         {
-            "tasks": {name: task for name in ("reverse", "listops", "hard")},
+            # hard pairs the arms against its own baseline, as an lm task against softmax attention
+            "tasks": {"reverse": task, "listops": task, "hard": {**task, "baseline": "none"}},
             "seeds": list(SEEDS),
             "mechanisms": ["additive", "none"],
             "baseline": "additive",
@@ -90,6 +91,9 @@ def test_the_report_says_which_tasks_discriminate_and_never_ranks_an_unconverged
     assert "task=reverse | local_window | 3 |" in verdicts
     reverse = next(line for line in verdicts.splitlines() if "task=reverse | local_window" in line)
     assert "not converged: raise the budget" in reverse
+    assert "Paired against `mechanism=additive`**; task=hard: `mechanism=none` on" in verdicts
+    assert "task=hard | additive | 3 |" in verdicts and "task=hard | none |" not in verdicts
+    assert "task=reverse | none | 3 |" in verdicts
     assert "p < 0.01 needs 8 seeds (`seeds=8`)" in md.split("## Ranking")[0]
     assert "0.501* [" in md.split("## Ranking")[1].split("##")[0]  # local_window on reverse, marked
     lengths = md.split("## Length generalisation")[1].split("##")[0]  # each task ranked per test slice

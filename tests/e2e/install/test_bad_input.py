@@ -360,6 +360,12 @@ CASES = [
     ("compare attention=local_window suite=noseeds", "missing value for seeds", None),
     ("compare attention=local_window suite=nometric", "suite task reverse: no metric", None),
     (
+        "compare attention=local_window suite=badbaseline",
+        "suite task reverse: baseline=luong is not one of mechanisms=['none', 'fixed_c', 'additive', 'dot', "
+        "'multi_head']",
+        None,
+    ),
+    (
         "compare attention=local_window suite=noceiling",
         "suite task reverse: no ceiling; metric test/bleu has no natural ceiling: set ceiling:",
         None,
@@ -510,6 +516,7 @@ SUITES = {
     "nometric": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    width: [encoder.hidden_dim]\n",
     "wrongmetric": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    metric: test/acc\n",
     "noceiling": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    metric: test/bleu\n",
+    "badbaseline": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    metric: test/exact_match\n    baseline: luong\n",
     "badwidth": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    metric: test/exact_match\n"
     "    width: [encoder.hiden_dim]\n",
     "unknownmech": f"seeds: [0, 1]\nmechanisms: [none, additive, nope]\ntasks:\n{SUITE_TASK}"
