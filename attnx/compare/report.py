@@ -224,7 +224,8 @@ def convergence_section(grouped: Cells) -> Section:
     note = (
         "A run converged when its validation metric reached the task's ceiling, or when the mean of the last "
         "quarter of its validations improved on the quarter before by less than the tolerance "
-        f"({', '.join(f'{t:g}' for t in tolerances) or 'not recorded'}; `convergence.tolerance`). A "
+        f"({', '.join(f'{t:g}' for t in tolerances) or 'not recorded'}; `convergence.tolerance`) plus two "
+        "standard errors of the validations' own noise. A "
         f'difference with a side still improving is reported as "{NOT_CONVERGED}": it measures the '
         "budget, not the mechanism. – : no run recorded a verdict (too few validations, or an older run)."
     )

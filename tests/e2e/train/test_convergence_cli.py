@@ -11,7 +11,7 @@ from helpers.tiny import TINY, TINY_RNN, completed, sizes
 
 # 48 examples in batches of 16: an epoch is 3 steps, validated after each of them
 EVERY_STEP = [*TINY_RNN, *TINY, "trainer.val_check_interval=1"]
-FIELDS = {"metric", "tolerance", "ceiling", "validations", "improvement", "converged", "reason"}
+FIELDS = {"metric", "tolerance", "ceiling", "validations", "improvement", "margin", "converged", "reason"}
 
 
 def test_a_record_has_a_point_per_validation_and_a_verdict_and_a_resume_extends_them(tmp_path: Path) -> None:
