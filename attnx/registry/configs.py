@@ -69,7 +69,7 @@ def _default_of(f: dataclasses.Field[Any]) -> Any:
 def config_class(entry: Entry) -> type:
     """A dataclass mirroring the constructor: `name` first, then each hyperparameter, typed."""
     cached: type | None = vars(entry.cls).get("_attnx_config")  # its own, not a parent's
-    if cached is not None and dataclasses.fields(cached)[0].default == entry.name:
+    if cached is not None and dataclasses.fields(cached)[0].default == entry.name and _intact(cached):
         return cached
     slots = slots_of(entry.cls)
     skip = set(STRUCTURAL[entry.kind]) | set(slots)
@@ -97,6 +97,16 @@ def config_class(entry: Entry) -> type:
     conf = dataclasses.make_dataclass(f"{entry.cls.__name__}Config", fields)
     entry.cls._attnx_config = conf
     return conf
+
+
+def _intact(conf: type) -> bool:
+    """False once a pickle round trip in this process has reset the class: a joblib sweep's cloudpickle
+    sends the dynamic class by value and, on the way back, sets its state on the original, with copies of
+    `dataclasses.MISSING` that no longer compare identical (cloudpipe/cloudpickle#386 kept only the
+    field-type sentinels), so a required field would read as having a default and OmegaConf would refuse
+    the class."""
+    sentinels = [s for f in dataclasses.fields(conf) for s in (f.default, f.default_factory)]
+    return all(s is dataclasses.MISSING for s in sentinels if isinstance(s, type(dataclasses.MISSING)))
 
 
 def _config_type(annotation: Any) -> Any:

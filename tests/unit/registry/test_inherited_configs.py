@@ -96,3 +96,25 @@ def test_hydra_composes_and_checks_the_inherited_fields(tmp_path: Path) -> None:
         ):
             with pytest.raises(ConfigCompositionException, match=rf"attention\.{named}"):
                 compose("train", overrides=[*chosen, f"attention.{override}"])
+
+
+class Sliced(Task):
+    """A required argument and a tuple default: the two kinds of field a pickle round trip can break."""
+
+    model_type = "classification"
+
+    def __init__(self, width: int, slices: tuple[int, ...] = (2, 4), **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.width, self.slices = width, slices
+
+
+def test_a_config_class_survives_a_joblib_sweeps_pickle_round_trip_in_this_process() -> None:
+    """A joblib sweep's cloudpickle sends the class by value and, unpickling the jobs' returns here, resets
+    the original with copies of `dataclasses.MISSING`: the registry must hand out a sound class again."""
+    import cloudpickle
+
+    entry = Entry("task", "_test_sliced", Sliced, "test")
+    cloudpickle.loads(cloudpickle.dumps(config_class(entry)))
+    assert entry.hyperparams() == {"width": "???", "slices": (2, 4), "batch_size": 64, "seed": 0}
+    config = OmegaConf.structured(config_class(entry))
+    assert OmegaConf.is_missing(config, "width") and list(config.slices) == [2, 4]
