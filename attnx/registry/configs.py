@@ -103,8 +103,8 @@ def _intact(conf: type) -> bool:
     """False once a pickle round trip in this process has reset the class: a joblib sweep's cloudpickle
     sends the dynamic class by value and, on the way back, sets its state on the original, with copies of
     `dataclasses.MISSING` that no longer compare identical (cloudpipe/cloudpickle#386 kept only the
-    field-type sentinels), so a required field would read as having a default and OmegaConf would refuse
-    the class."""
+    field-type sentinels): a field without a plain default would then read as having one, the copy, and
+    OmegaConf would refuse the class."""
     sentinels = [s for f in dataclasses.fields(conf) for s in (f.default, f.default_factory)]
     return all(s is dataclasses.MISSING for s in sentinels if isinstance(s, type(dataclasses.MISSING)))
 
