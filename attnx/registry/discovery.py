@@ -42,7 +42,8 @@ class PluginImportInterrupted(KeyboardInterrupt):
 _origin: str = "built-in"
 _loaded_builtins = False
 _loaded_paths: set[Path] = set()
-_loaded_dists: set[str] = set()
+_loaded_entry_points: set[tuple[str, str]] = set()  # (name, value): its distribution is read only once
+_scanned_path: tuple[str, ...] | None = None  # the sys.path whose entry points were last scanned
 _skipped: set[Path] = set()  # untrusted ./plugins folders already reported
 
 
@@ -159,22 +160,32 @@ def load_all() -> None:
     Entry points come before plugin folders: a folder's file that registers a name an installed plugin
     already has (a shipped plugin copied without renaming) is then the one named in the error.
     """
-    global _loaded_builtins
+    global _loaded_builtins, _scanned_path
     if not _loaded_builtins:
         _loaded_builtins = True
         for module in BUILTINS:
             importlib.import_module(module)
+    # Scanning entry points reads every installed distribution's metadata (20 ms here): once per sys.path,
+    # since registry lookups call this hundreds of times per command (a new folder on sys.path, as a test's
+    # `--target` install, is scanned when it appears)
+    if _scanned_path != tuple(sys.path):
+        _load_entry_points()
+        _scanned_path = tuple(sys.path)
+    for folder in plugin_dirs():
+        for path in _plugin_files(folder):
+            load_file(path)
+
+
+def _load_entry_points() -> None:
     for ep in entry_points(group="attnx.plugins"):  # one distribution per name: the first on sys.path
-        dist = ep.dist.name if ep.dist is not None else ep.value
-        if f"{dist}:{ep.name}" in _loaded_dists:
+        # keyed without `ep.dist.name`, which parses the distribution's metadata
+        if (ep.name, ep.value) in _loaded_entry_points:
             continue
-        _loaded_dists.add(f"{dist}:{ep.name}")
+        _loaded_entry_points.add((ep.name, ep.value))
+        dist = ep.dist.name if ep.dist is not None else ep.value
         what = f"plugin entry point '{ep.name}' ({ep.value}) of {dist}"
         try:
             with _origin_as(_entry_point_origin(ep)), _importing(what):
                 ep.load()
         except Exception as error:
             raise PluginImportError(f"{what} failed to import: {type(error).__name__}: {error}") from error
-    for folder in plugin_dirs():
-        for path in _plugin_files(folder):
-            load_file(path)
