@@ -16,6 +16,7 @@ from attnx.nn.scores import ScaledDotScore, Score, ScoreFactory, build_score
 from attnx.registry import register_attention, registry
 
 PLACEMENTS = ("none", "fixed_c", "before", "after")  # see Attention
+WEIGHTS_ARE = ("distribution", "nonnegative", "signed")  # what a mechanism's weights may be (Attention)
 CAPABILITIES = (
     "self_attention",
     "cross_attention",
@@ -105,6 +106,12 @@ class Attention(nn.Module):
     weights of softmax attention, 1 for a mechanism that never builds them (`attnx bench` holds each row
     to the budget it implies). `state_size(n)`: what decoding keeps per sequence (MAD's and Zoology's
     state axis), which the kit's `state` check counts in a site's cache.
+
+    `weights_are`: what the returned weights are, which the kit holds them to (`WEIGHTS_ARE`): a
+    "distribution" over the keys each query sees (≥ 0, summing to 1: softmax), "nonnegative" (sigmoid or
+    ReLU attention, not normalised) or "signed". `inert`: the constructor's hyperparameters that the
+    mechanism itself does not read, with why (its host reads them); every other one must change what it
+    computes (the kit's `hyperparameters` check).
     """
 
     placement: ClassVar[str] = "after"
@@ -116,6 +123,8 @@ class Attention(nn.Module):
     position_free: ClassVar[bool] = False
     incremental: ClassVar[bool] = False
     memory_growth: ClassVar[int] = 2
+    weights_are: ClassVar[str] = "distribution"
+    inert: ClassVar[dict[str, str]] = {}
 
     def __init__(
         self, query_dim: int, key_dim: int, value_dim: int, score: ScoreFactory | None = None
@@ -338,6 +347,7 @@ class LuongAttention(SoftmaxAttention):
 
     placement: ClassVar[str] = "after"
     default_score: ClassVar[str | None] = "dot"
+    inert: ClassVar[dict[str, str]] = {"input_feeding": "the rnn decoder reads it: it feeds h̃_{t-1} back"}
 
     def __init__(
         self,

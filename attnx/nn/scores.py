@@ -34,6 +34,7 @@ class Score(nn.Module):
     """
 
     uses_positions: ClassVar[bool] = False
+    inert: ClassVar[dict[str, str]] = {}  # hyperparameters it does not read itself, with why (as Attention's)
 
     def __init__(self, query_dim: int, key_dim: int) -> None:
         super().__init__()

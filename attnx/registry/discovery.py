@@ -23,6 +23,8 @@ from collections.abc import Iterator
 from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
+from attnx.registry.process import process_state, record_import
+
 # Built-in modules whose import registers the built-in classes of each kind.
 BUILTINS = ("attnx.nn.scores", "attnx.nn.attention", "attnx.nn.encoders", "attnx.nn.decoders", "attnx.tasks")
 
@@ -117,7 +119,7 @@ def load_file(path: Path) -> None:
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module
     try:
-        with _origin_as(str(path)), _importing(f"plugin {path}"):
+        with _origin_as(str(path)), _importing(f"plugin {path}", module_name):
             spec.loader.exec_module(module)
     except Exception as error:
         sys.modules.pop(module_name, None)
@@ -126,9 +128,10 @@ def load_file(path: Path) -> None:
 
 
 @contextlib.contextmanager
-def _importing(what: str) -> Iterator[None]:
-    """Around one plugin's import: one stderr line naming it once it has taken SLOW_IMPORT_S, and Ctrl-C
-    during it raised as PluginImportInterrupted naming it."""
+def _importing(what: str, module: str) -> Iterator[None]:
+    """Around one plugin's import (its module `module`): one stderr line naming it once it has taken
+    SLOW_IMPORT_S, Ctrl-C during it raised as PluginImportInterrupted naming it, and what it changed in
+    the process recorded (`process.record_import`, which the kit's `purity` check reads)."""
 
     def say() -> None:
         print(f"attnx: importing {what} has taken {SLOW_IMPORT_S:g} s so far (Ctrl-C stops)", file=sys.stderr)
@@ -136,8 +139,10 @@ def _importing(what: str) -> Iterator[None]:
     timer = threading.Timer(SLOW_IMPORT_S, say)
     timer.daemon = True  # never keeps the process alive
     timer.start()
+    before = process_state()
     try:
         yield
+        record_import(module, before, process_state())
     except KeyboardInterrupt:
         raise PluginImportInterrupted(f"interrupted while importing {what}") from None
     finally:
@@ -185,7 +190,7 @@ def _load_entry_points() -> None:
         dist = ep.dist.name if ep.dist is not None else ep.value
         what = f"plugin entry point '{ep.name}' ({ep.value}) of {dist}"
         try:
-            with _origin_as(_entry_point_origin(ep)), _importing(what):
+            with _origin_as(_entry_point_origin(ep)), _importing(what, ep.module):
                 ep.load()
         except Exception as error:
             raise PluginImportError(f"{what} failed to import: {type(error).__name__}: {error}") from error

@@ -58,10 +58,7 @@ class Registry:
                 )
             entry = Entry(self.kind, name, cls, current_origin(cls.__module__))
             if name in self._entries and self._entries[name].cls is not cls:
-                raise RegistryError(
-                    f"{self.kind} '{name}' is registered twice: at {self._entries[name].where} "
-                    f"and at {entry.where}"
-                )
+                raise RegistryError(self._twice(self._entries[name], entry))
             self._entries[name] = entry
             _store_config(entry)
             for alias in aliases:
@@ -69,6 +66,20 @@ class Registry:
             return cls
 
         return decorator
+
+    def _twice(self, first: Entry, second: Entry) -> str:
+        """Why `name` cannot be registered again: two plugins chose it, or one file was imported twice under
+        two module names (attnx imports a plugin folder's files itself, and a test imported one again)."""
+        twice = f"{self.kind} '{first.name}' is registered twice"
+        if first.where != second.where:
+            return f"{twice}: at {first.where} and at {second.where}"
+        return (
+            f"{twice} by one class, {second.where}, imported as two modules ({first.cls.__module__} and "
+            f"{second.cls.__module__}): attnx imports the plugin itself (from ATTNX_PLUGIN_PATH, ./plugins "
+            f"or "
+            f"an entry point); elsewhere, get the class by name, attnx.registry.get('{self.kind}', "
+            f"'{first.name}'), instead of importing its file again"
+        )
 
     def deprecate(self, old: str, new: str) -> None:
         """`old` was renamed `new`: it still resolves, with a FutureWarning, on the command line, in

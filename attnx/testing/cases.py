@@ -1,13 +1,12 @@
 """The conformance kit's inputs: what is checked (a `Subject`), the settings it is checked in (`Setting`:
-lengths, parameters, mode), the calls in each setting (`Case`s, random float64 tensors from fixed seeds),
-and the helpers that call a mechanism on a case and compare its outputs over the real queries."""
+lengths, parameters, mode), and the calls in each setting (`Case`s, random float64 tensors from fixed
+seeds). Calling a mechanism on a case and comparing outputs is `calls.py`'s."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -19,6 +18,7 @@ from torch import nn
 from attnx.nn.attention import Attention, Mechanism
 from attnx.nn.positions import Positions
 from attnx.nn.scores import Score, ScoreFactory
+from attnx.testing.calls import call, construct
 
 DIMS = ((8, 6, 5), (8, 8, 5))  # cross-attention (query, key, value); the second when Dq == Dk is needed
 SELF_DIM = 8  # self-attention's one width (divisible by multi_head's default 4 heads)
@@ -81,14 +81,38 @@ class Subject:
     uses_positions: bool = False
     score_cls: type[Score] | None = None
     score_hyperparams: dict[str, Any] = field(default_factory=dict)
+    dims: tuple[int, int, int] | None = None  # a run's (query, key, value) dims; None: the kit's own
+    vary: tuple[str, ...] = ("attention", "score")  # whose hyperparameters the `hyperparameters` check varies
+    skip: tuple[str, ...] = ()  # checks left to another subject (`suite.pairs`: the mechanism's own pair)
     _built: dict[tuple, tuple[Attention, tuple[int, int, int]]] = field(default_factory=dict, repr=False)
     _cases: dict[Setting, list[tuple[Attention, Case]]] = field(default_factory=dict, repr=False)
     _outputs: dict[tuple[int, bool], tuple[Case, tuple[torch.Tensor, torch.Tensor | None]]] = field(
         default_factory=dict, repr=False
     )
+    memo: dict[Any, Any] = field(default_factory=dict, repr=False)  # what checks share, made once
 
     def make(self, query_dim: int, key_dim: int, value_dim: int) -> Attention:
         return self.mechanism()(query_dim, key_dim, value_dim)
+
+    def score_class(self) -> type[Score] | None:
+        """The class of the plugin's score: the score checked alone, or the class behind the factory a
+        mechanism is checked with (None for its default score, or a factory function)."""
+        if self.score_cls is not None:
+            return self.score_cls
+        target = self.score
+        while isinstance(target, partial):
+            target = target.func
+        return target if isinstance(target, type) else None
+
+    @property
+    def cross_dims(self) -> tuple[tuple[int, int, int], ...]:
+        """The (query, key, value) dims cross-attention is built for: the run's, or the kit's `DIMS`."""
+        return DIMS if self.dims is None else (self.dims,)
+
+    @property
+    def self_dim(self) -> int:
+        """Self-attention's one width: the run's query width, or the kit's `SELF_DIM`."""
+        return SELF_DIM if self.dims is None else self.dims[0]
 
     def mechanism(self) -> Mechanism:
         return Mechanism(self.cls, self.score, self.hyperparams)
@@ -248,7 +272,7 @@ def edges(length: int) -> list[int]:
     return sorted({t for t in EDGES if t < length} | {length - 1})
 
 
-def random_sequence(setting: Setting, seed: int = 3, dim: int = SELF_DIM) -> torch.Tensor:
+def random_sequence(setting: Setting, dim: int, seed: int = 3) -> torch.Tensor:
     """[B, Tk, dim] random tokens for self-attention."""
     g = torch.Generator().manual_seed(seed)
     return torch.randn(setting.batch, setting.tk, dim, generator=g, dtype=torch.float64)
@@ -256,8 +280,8 @@ def random_sequence(setting: Setting, seed: int = 3, dim: int = SELF_DIM) -> tor
 
 def self_attention_case(subject: Subject, setting: Setting, causal: bool) -> tuple[Attention, Case]:
     """The subject's self-attention mechanism and a random sequence batch of the setting."""
-    att, _ = subject.build(((SELF_DIM,) * 3,), setting)
-    x = random_sequence(setting)
+    att, _ = subject.build(((subject.self_dim,) * 3,), setting)
+    x = random_sequence(setting, subject.self_dim)
     return att, self_case(x, key_mask(setting.lengths), causal, subject.cls.takes_positions, setting)
 
 
@@ -266,7 +290,7 @@ def cases_for(subject: Subject, setting: Setting) -> list[tuple[Attention, Case]
     self-attention, and causal self-attention."""
     cls, out = subject.cls, []
     if cls.cross_attention:
-        att, dims = subject.build(DIMS, setting)
+        att, dims = subject.build(subject.cross_dims, setting)
         out += [(att, cross_case(dims, tq, cls.takes_positions, setting)) for tq in (1, 3)]
     if cls.self_attention:
         out.append(self_attention_case(subject, setting, causal=False))
@@ -304,90 +328,3 @@ def extended(case: Case) -> Case:
     values = torch.cat([case.values, more(case.values.size(-1))], dim=1)
     at = None if case.positions is None else Positions(case.positions.query, Positions.span(keys.size(1)))
     return dataclasses.replace(case, keys=keys, values=values, mask=mask, positions=at)
-
-
-# ---------------------------------------------------------------------------------------------
-# Building, calling and comparing
-
-
-def construct(
-    make: Callable[[int, int, int], Any], options: tuple[tuple[int, int, int], ...]
-) -> tuple[Any, tuple]:
-    """make(*dims) in float64 eval mode from seed 0, for the first dims it accepts (a ValueError refuses)."""
-    for dims in options:
-        with torch.random.fork_rng():
-            torch.manual_seed(0)
-            try:
-                return make(*dims).double().eval(), dims
-            except ValueError as error:
-                refusal = error
-            except Exception as error:
-                raise AssertionError(f"construction failed: {type(error).__name__}: {error}") from error
-    raise AssertionError(
-        f"construction failed for (query, key, value) dims {', '.join(map(str, options))}: {refusal}"
-    )
-
-
-def call(att: Attention, case: Case, need_weights: bool = True) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """forward on the case's inputs, with its positions when it has them; a crash names the call."""
-    at = {} if case.positions is None else {"positions": case.positions}
-    try:
-        return att(case.query, case.keys, case.values, case.mask, need_weights=need_weights, **at)
-    except Exception as error:
-        raise AssertionError(
-            f"({case.where(need_weights)}): forward failed: {type(error).__name__}: {error}"
-        ) from error
-
-
-def real_rows(x: torch.Tensor, real: torch.Tensor) -> torch.Tensor:
-    """The real queries' rows: a context [B, Tq, D] -> [N, D]; weights [B, ..., Tq, Tk] -> [N, ..., Tk]."""
-    return x.movedim(-2, 1)[real]
-
-
-def select(x: torch.Tensor | None, index: torch.Tensor) -> torch.Tensor | None:
-    return None if x is None else x.index_select(0, index)
-
-
-def max_gap(a: Any, b: Any, real: torch.Tensor) -> float:
-    """Max |a − b| over the real queries' rows of (context, weights) pairs or single tensors; inf when the
-    shapes (or the presence of weights) differ."""
-    a, b = (x if isinstance(x, tuple) else (x,) for x in (a, b))
-    gap = 0.0
-    for x, y in zip(a, b):
-        if x is None or y is None:
-            if (x is None) != (y is None):
-                return math.inf
-            continue
-        if x.shape != y.shape:
-            return math.inf
-        if real.any():
-            gap = max(gap, (real_rows(x, real) - real_rows(y, real)).abs().max().item())
-    return gap
-
-
-def all_finite(outputs: Iterable[torch.Tensor | None], real: torch.Tensor) -> bool:
-    return all(x is None or torch.isfinite(real_rows(x, real)).all() for x in outputs)
-
-
-def masked_keys(mask: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
-    """~mask [B, Tk] shaped to broadcast over weights [B, ..., Tq, Tk]: True at masked keys."""
-    return ~mask.view(mask.size(0), *[1] * (w.dim() - 2), mask.size(1))
-
-
-def with_grad(case: Case) -> tuple[Case, dict[str, torch.Tensor]]:
-    """The case with fresh leaf inputs that require grad, and those inputs by name."""
-    if case.self_attention:
-        x = case.query.detach().clone().requires_grad_()
-        return dataclasses.replace(case, query=x, keys=x, values=x), {"inputs": x}
-    q, k, v = (t.detach().clone().requires_grad_() for t in (case.query, case.keys, case.values))
-    return dataclasses.replace(case, query=q, keys=k, values=v), {"query": q, "keys": k, "values": v}
-
-
-def projection_loss(*outputs: torch.Tensor, seed: int = 0) -> torch.Tensor:
-    """A scalar whose gradient reaches every element of `outputs`: each output dotted with a fixed
-    random tensor. `outputs.sum()` is no such loss after a normalisation (a fresh LayerNorm's outputs
-    and softmax weights sum to a constant), so its gradient is zero up to rounding."""
-    g = torch.Generator().manual_seed(seed)
-    return torch.stack(
-        [(x * torch.randn(x.shape, generator=g, dtype=x.dtype).to(x.device)).sum() for x in outputs]
-    ).sum()

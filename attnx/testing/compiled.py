@@ -13,6 +13,7 @@ fails `compiled`.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -20,10 +21,25 @@ import torch
 from attnx.nn.attention import Attention
 from attnx.nn.fusion import reason
 from attnx.testing.base import CACHE_ATOL, Check, cross, registrar, require
-from attnx.testing.cases import SETTINGS, Case, Setting, Subject, projection_loss, with_grad
+from attnx.testing.calls import projection_loss, with_grad
+from attnx.testing.cases import SETTINGS, Case, Setting, Subject
 
 CHECKS: list[Check] = []
 check = registrar(CHECKS)
+
+# why each subject cannot be traced (None: it can), by `_key`: the check traces it, and
+# `attnx plugins check`'s compile line reads the answer instead of tracing it again
+_traced: dict[tuple[Any, ...], str | None] = {}
+
+
+def _key(subject: Subject) -> tuple[Any, ...]:
+    """The subject by its mechanism, its score's class and bound values, its hyperparameters and dims."""
+    score: Any = subject.score
+    bound: dict[str, Any] = {}
+    while isinstance(score, partial):
+        score, bound = score.func, {**score.keywords, **bound}
+    values = repr(sorted(subject.hyperparams.items())), repr(sorted(bound.items()))
+    return subject.cls, score, *values, subject.dims
 
 
 def _decoder_call(subject: Subject) -> bool:
@@ -50,13 +66,15 @@ def compile_note(subject: Subject) -> str | None:
     None for one it never hosts (self-attention only, or with a score that needs positions)."""
     if not _decoder_call(subject):
         return None
-    setting = next(s for s in SETTINGS if s.train)
-    att, case = subject.case(setting, _decoder_step)
-    _, why = traced(att, case)
+    if _key(subject) not in _traced:
+        setting = next(s for s in SETTINGS if s.train)
+        att, case = subject.case(setting, _decoder_step)
+        _traced[_key(subject)] = traced(att, case)[1]
+    why = _traced[_key(subject)]
     return "compiles" if why is None else f"runs eager under compile: {why}"
 
 
-@check("compiled", applies=_decoder_call, settings=lambda setting: setting.train)
+@check("compiled", "compiled is eager", applies=_decoder_call, settings=lambda setting: setting.train)
 def _compiled(subject: Subject, setting: Setting) -> None:
     """Traced whole, `attend` gives eager's context, and the same gradients with respect to the query,
     keys, values and every parameter, in the call an rnn decoder's compiled step makes: one query
@@ -65,7 +83,9 @@ def _compiled(subject: Subject, setting: Setting) -> None:
     eager, eager_grads = _with_grads(att, case, lambda c: _eager(att, c))
     if eager is None:
         return
-    traced_context, grads = _with_grads(att, case, lambda c: traced(att, c)[0])
+    why: list[str | None] = []
+    traced_context, grads = _with_grads(att, case, lambda c: _remembered(traced(att, c), why))
+    _traced[_key(subject)] = why[0]
     if traced_context is None:  # why it cannot be traced: compile_note says
         return
     gap = (eager - traced_context).abs().max().item()
@@ -80,6 +100,12 @@ def _compiled(subject: Subject, setting: Setting) -> None:
         else:
             same = (grad - other).abs().max().item() < CACHE_ATOL
         require(same, f"({case.where(False)}): traced, the gradient w.r.t. {name} differs")
+
+
+def _remembered(result: tuple[torch.Tensor | None, str | None], why: list[str | None]) -> torch.Tensor | None:
+    """The traced context of `traced`'s result, its reason kept in `why`."""
+    why.append(result[1])
+    return result[0]
 
 
 def _eager(att: Attention, case: Case) -> torch.Tensor | None:

@@ -11,26 +11,12 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from attnx.nn.attention import PLACEMENTS
+from attnx.nn.attention import PLACEMENTS, WEIGHTS_ARE
 from attnx.nn.positions import Positions
 from attnx.nn.scores import Score
-from attnx.testing.base import ATOL, Check, registrar, require
-from attnx.testing.cases import (
-    DIMS,
-    EXTRA,
-    Setting,
-    Subject,
-    all_finite,
-    call,
-    construct,
-    extended,
-    masked_keys,
-    max_gap,
-    noise,
-    padded,
-    real_rows,
-    select,
-)
+from attnx.testing.base import ATOL, WEIGHTS, Check, registrar, require
+from attnx.testing.calls import all_finite, call, construct, masked_keys, max_gap, real_rows, select
+from attnx.testing.cases import DIMS, EXTRA, Setting, Subject, extended, noise, padded
 
 POISONS = (math.nan, math.inf, -math.inf)
 
@@ -38,7 +24,7 @@ CHECKS: list[Check] = []
 check = registrar(CHECKS)
 
 
-@check("flags")
+@check("flags", "the capability flags are consistent")
 def _flags(subject: Subject, setting: Setting) -> None:
     """The capability flags are consistent: a known placement, a site to serve, causal with positions."""
     cls = subject.cls
@@ -51,9 +37,13 @@ def _flags(subject: Subject, setting: Setting) -> None:
         cls.takes_positions or not cls.causal,
         "declares causal without takes_positions: attend_at never gives it the positions it must honour",
     )
+    require(
+        cls.weights_are in WEIGHTS_ARE,
+        f"weights_are = {cls.weights_are!r} is not one of {', '.join(map(repr, WEIGHTS_ARE))}",
+    )
 
 
-@check("shapes")
+@check("shapes", "outputs have the shapes of the contract")
 def _shapes(subject: Subject, setting: Setting) -> None:
     """Context [B, Tq, output_dim], weights [B, ..., Tq, Tk] or None; a score's scores [..., Tq, Tk]."""
     if subject.score_cls is not None:
@@ -97,7 +87,7 @@ def _score_shapes(cls: type[Score], hyperparams: dict[str, Any], setting: Settin
         )
 
 
-@check("single_key", settings=lambda setting: setting.lengths[-1] == 1)
+@check("single_key", "one real key is enough", settings=lambda setting: setting.lengths[-1] == 1)
 def _single_key(subject: Subject, setting: Setting) -> None:
     """A sequence with a single valid key (the batch's last) gets a finite context and weights."""
     for att, case in subject.cases(setting):
@@ -109,25 +99,42 @@ def _single_key(subject: Subject, setting: Setting) -> None:
         )
 
 
-@check("weights")
+@check("weights", WEIGHTS)
 def _weights(subject: Subject, setting: Setting) -> None:
-    """Returned weights are finite, non-negative and sum to 1 over each real query's keys."""
+    """Returned weights are finite and what the mechanism declares them to be (`weights_are`): a
+    distribution over the keys each real query sees (≥ 0, summing to 1), non-negative, or signed."""
+    declared = subject.cls.weights_are
     for att, case in subject.cases(setting):
         _, w = subject.output(att, case)
         if w is None:
             continue
         w = real_rows(w, case.real)
         require(torch.isfinite(w).all(), f"({case.name}): NaN/inf in the weights")
-        require((w >= 0).all(), f"({case.name}): weights are negative (min {w.min().item():.3g})")
+        if declared == "signed":
+            continue
+        require(
+            (w >= 0).all(),
+            f"({case.name}): weights are negative (min {w.min().item():.3g}), and {NAME_OF[declared]}; a "
+            "mechanism whose weights may be negative declares weights_are = 'signed'",
+        )
         total = w.sum(-1)
         require(
-            (total - 1).abs().max() < 1e-6,
-            f"({case.name}): weights do not sum to 1 over unmasked keys (row sums from "
-            f"{total.min().item():.4g} to {total.max().item():.4g})",
+            declared != "distribution" or (total - 1).abs().max() < 1e-6,
+            f"({case.name}): weights do not sum to 1 over the keys each query sees (row sums from "
+            f"{total.min().item():.4g} to {total.max().item():.4g}), and {NAME_OF[declared]}; a mechanism "
+            "whose weights are not normalised (sigmoid or ReLU attention) declares weights_are = "
+            "'nonnegative'",
         )
 
 
-@check("masking")
+# what each declaration says, for messages
+NAME_OF = {
+    "distribution": "the mechanism declares them a distribution (weights_are = 'distribution', the default)",
+    "nonnegative": "the mechanism declares them non-negative (weights_are = 'nonnegative')",
+}
+
+
+@check("masking", "masked keys are invisible")
 def _masking(subject: Subject, setting: Setting) -> None:
     """Masked keys get exactly 0 weight, and changing padded inputs changes no real output."""
     for att, case in subject.cases(setting):
@@ -145,7 +152,7 @@ def _masking(subject: Subject, setting: Setting) -> None:
         )
 
 
-@check("fast_path")
+@check("fast_path", "need_weights changes only whether weights are returned")
 def _fast_path(subject: Subject, setting: Setting) -> None:
     """need_weights=False returns the context of need_weights=True (a fused kernel = the explicit path)."""
     for att, case in subject.cases(setting):
@@ -158,7 +165,7 @@ def _fast_path(subject: Subject, setting: Setting) -> None:
         )
 
 
-@check("prepare")
+@check("prepare", "prepare then attend_at is forward")
 def _prepare(subject: Subject, setting: Setting) -> None:
     """attend_at(query, prepare(keys, values, mask), positions) equals forward: sites call them apart."""
     for att, case in subject.cases(setting):
@@ -179,7 +186,7 @@ def _prepare(subject: Subject, setting: Setting) -> None:
         )
 
 
-@check("batch")
+@check("batch", "each sequence of a batch is computed alone")
 def _batch(subject: Subject, setting: Setting) -> None:
     """Each sequence alone (a batch of one, same padding) gets the output it gets in the batch."""
     for att, case in subject.cases(setting):
@@ -195,7 +202,7 @@ def _batch(subject: Subject, setting: Setting) -> None:
             )
 
 
-@check("padding")
+@check("padding", "the padded length is invisible")
 def _padding(subject: Subject, setting: Setting) -> None:
     """Extra padding (a longer padded length) changes no real output, nor the real keys' weights."""
     for att, case in subject.cases(setting):
@@ -210,7 +217,7 @@ def _padding(subject: Subject, setting: Setting) -> None:
         )
 
 
-@check("finiteness")
+@check("finiteness", "finite inputs give finite outputs whatever the padding holds")
 def _finiteness(subject: Subject, setting: Setting) -> None:
     """Outputs are finite; NaN/inf at padding reaches no real output or weight, with or without weights."""
     for att, case in subject.cases(setting):

@@ -1,41 +1,22 @@
 """Checks that what a mechanism returns is what it computes: the weights are the ones its context uses,
-every parameter element it can use gets a gradient, lower precisions stay finite and near float64 on large
-inputs, and a fast path equals the plugin's own plain formula (`Attention.reference`)."""
+lower precisions stay finite and near float64 on large inputs, and a fast path equals the plugin's own
+plain formula (`Attention.reference`). Gradients are `gradients.py`'s."""
 
 from __future__ import annotations
 
 import copy
 import dataclasses
 import itertools
-from collections.abc import Iterator
 
 import torch
 
 from attnx.nn.attention import Attention
-from attnx.nn.positions import Positions
-from attnx.nn.scores import Score
-from attnx.testing.base import CACHE_ATOL, Check, registrar, require
-from attnx.testing.cases import (
-    DIMS,
-    SELF_DIM,
-    Case,
-    Setting,
-    Subject,
-    all_finite,
-    call,
-    cases_for,
-    edges,
-    max_gap,
-    projection_loss,
-    real_rows,
-    with_grad,
-)
+from attnx.testing.base import CACHE_ATOL, WEIGHTS, Check, registrar, require
+from attnx.testing.calls import all_finite, call, max_gap, real_rows
+from attnx.testing.cases import Case, Setting, Subject, cases_for, edges
 
 STEP = 1e-3  # central differences: exact for a context linear in the values, O(STEP²) otherwise
 EXPLAINED = 1e-4  # the largest residual, relative to the context's change, that the weights may leave
-# positions 0..23, then every 1.25-fold step up to 28,699: relative distances from 0 to beyond any table
-# of relative positions (T5's buckets end at 128 by default)
-SPREAD = sorted(set(range(24)) | {round(1.25**k) for k in range(47)})
 LARGE = 30.0  # input scale at which unshifted exp(logits) overflows float32 and bfloat16
 # |low − float64| per query relative to the float64 context's largest magnitude: in float32 the largest
 # (the built-ins stay below 2e-5 at both scales), under bfloat16 autocast the mean over the queries at
@@ -48,7 +29,7 @@ CHECKS: list[Check] = []
 check = registrar(CHECKS)
 
 
-@check("weights_used", settings=lambda setting: setting.perturbed)
+@check("weights_used", WEIGHTS, settings=lambda setting: setting.perturbed)
 def _weights_used(subject: Subject, setting: Setting) -> None:
     """The returned weights explain the context: moving one key's value v_j by δu changes query i's
     context by Σ_h w_hij m_h(i), with the same H vectors m_h(i) for every key j (`explained`). With
@@ -59,9 +40,10 @@ def _weights_used(subject: Subject, setting: Setting) -> None:
         gap = explained(att, case)
         require(
             gap < EXPLAINED,
-            f"({case.name}): the returned weights do not explain the context (residual {gap:.3g} of how it "
-            "moves with the values): the context uses other weights than those returned, so every heatmap "
-            "of it is wrong",
+            f"({case.name}): the returned weights are not the coefficients of the values in the context: "
+            f"moving one key's value moves each query's context by other than that key's weights times "
+            f"vectors shared by every key (residual {gap:.3g} of the move); the context weighs the values "
+            "otherwise than the weights say (top-k, renormalised, re-tempered or averaged over heads)",
         )
 
 
@@ -117,101 +99,11 @@ def explained(att: Attention, case: Case) -> float:
     return residual.abs().max().item() / scale
 
 
-@check("gradients", settings=lambda setting: setting.perturbed)
-def _gradients(subject: Subject, setting: Setting) -> None:
-    """Every parameter element the forward pass can use receives a non-zero finite gradient, and the inputs
-    finite ones: from every call of the setting, and from calls whose positions run to 28,699 (`SPREAD`), so
-    that a table indexed by relative position is reached wherever it has entries. With parameters moved
-    from their initialisation: a gate initialised at zero (ReZero's α) rightly blocks every gradient
-    beneath it at step 0."""
-    by_mechanism: dict[int, tuple[Attention, list[Case]]] = {}
-    for att, case in [*subject.cases(setting), *spread_cases(subject, setting)]:
-        by_mechanism.setdefault(id(att), (att, []))[1].append(case)
-    for att, cases in by_mechanism.values():
-        att.zero_grad(set_to_none=True)
-        leaves = [with_grad(case) for case in cases]
-        projection_loss(*(call(att, case)[0] for case, _ in leaves), seed=2).backward()
-        for case, inputs in leaves:
-            for name, x in inputs.items():
-                require(
-                    x.grad is None or torch.isfinite(x.grad).all(),
-                    f"({case.name}): NaN/inf gradient w.r.t. the {name}",
-                )
-        hosted = hosted_scores(att) if subject.score_cls is None else {}
-        for name, p in att.named_parameters():
-            grad = torch.zeros_like(p) if p.grad is None else p.grad  # none reached it: zero
-            require(torch.isfinite(grad).all(), f"({setting}): parameter '{name}' gets a NaN/inf gradient")
-            reached = grad != 0
-            heads = next((h for score, h in hosted.items() if name.startswith(f"{score}.")), None)
-            if heads is not None:
-                reached = per_head(reached, heads)
-            dead = (~reached).nonzero()
-            unit = (
-                "elements"
-                if heads is None
-                else f"heads (of {heads}; its score is held to every element alone)"
-            )
-            require(
-                len(dead) == 0,
-                f"({setting}): parameter '{name}' {tuple(p.shape)}: {len(dead)} of {reached.numel()} {unit} "
-                f"receive no gradient, the first at {tuple(dead[0].tolist()) if len(dead) else ()} (unused, "
-                "used by one head only, or cut off from the output)",
-            )
-
-
-def hosted_scores(att: Attention) -> dict[str, int]:
-    """The modules of the scores a mechanism hosts, by name, with the heads each is shared over. Their
-    parameters are held to a gradient per head, not per element: a mechanism may mask what its score could
-    use (a window masks the buckets of distances beyond it), and `check_score` holds the score alone, in
-    softmax attention over every distance, to every element."""
-    return {
-        name: getattr(module, "num_heads", 1)
-        for name, module in att.named_modules()
-        if isinstance(module, Score) and any(True for _ in module.parameters())
-    }
-
-
-def per_head(reached: torch.Tensor, heads: int) -> torch.Tensor:
-    """Whether each head's slice of a parameter got a gradient: along the one dim of size `heads` (the
-    whole parameter when no dim, or more than one, has that size)."""
-    dims = [d for d, size in enumerate(reached.shape) if size == heads]
-    if heads == 1 or len(dims) != 1:
-        return reached.any().reshape(1)
-    return reached.movedim(dims[0], 0).flatten(1).any(1)
-
-
-def spread_cases(subject: Subject, setting: Setting) -> Iterator[tuple[Attention, Case]]:
-    """Unpadded calls at the positions `SPREAD` (a mechanism that takes positions), bidirectional and, for a
-    causal mechanism, causal: T queries attending to T keys (cross-attention) and self-attention."""
-    if not subject.cls.takes_positions:
-        return
-    at = torch.tensor(SPREAD)[None]
-    t = at.size(1)
-    g = torch.Generator().manual_seed(7)
-    mask = torch.ones(1, t, dtype=torch.bool)
-    for causal in (False, True) if subject.cls.causal else (False,):
-        kind = f"T={t} at positions 0..{SPREAD[-1]}{', causal' if causal else ''}"
-        if subject.cls.cross_attention:
-            att, dims = subject.build(DIMS, setting)
-            q, k, v = (torch.randn(1, t, d, generator=g, dtype=torch.float64) for d in dims)
-            yield (
-                att,
-                Case(f"cross-attention, {kind}", setting, q, k, v, mask, mask, Positions(at, at, causal)),
-            )
-        if subject.cls.self_attention:
-            att, _ = subject.build(((SELF_DIM,) * 3,), setting)
-            x = torch.randn(1, t, SELF_DIM, generator=g, dtype=torch.float64)
-            case = Case(
-                f"self-attention, {kind}", setting, x, x, x, mask, mask, Positions(at, at, causal), True
-            )
-            yield att, case
-
-
 def _perturbed_eval(setting: Setting) -> bool:
     return setting.perturbed and not setting.train
 
 
-@check("precision", settings=_perturbed_eval)
+@check("precision", "lower precisions stay near float64", settings=_perturbed_eval)
 def _precision(subject: Subject, setting: Setting) -> None:
     """In float32, and in float32 under bfloat16 autocast (CPU), the outputs are finite and within
     `TOLERANCE` of float64 (the same rounded parameters and inputs), on inputs of scale 1 and of scale
@@ -270,7 +162,7 @@ def _has_reference(subject: Subject) -> bool:
     return subject.cls.reference is not Attention.reference
 
 
-@check("reference", applies=_has_reference, settings=_perturbed_eval)
+@check("reference", "forward is the plugin's own equation", applies=_has_reference, settings=_perturbed_eval)
 def _reference(subject: Subject, setting: Setting) -> None:
     """forward equals the plugin's `reference` (context, and weights when asked for) at lengths 1 to 67,
     alone and padded, in every call the flags allow, with perturbed parameters in eval mode (initial ones,

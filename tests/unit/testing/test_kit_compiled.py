@@ -28,7 +28,7 @@ class BranchesOnAValue(Sound):
 
 def test_a_mechanism_that_computes_otherwise_when_compiled_fails_compiled() -> None:
     with pytest.raises(
-        AssertionError, match=r"^compiled: attention ShortcutWhenCompiled .*Tq=1.*another context"
+        AssertionError, match=r"^compiled \([^)]*\): attention ShortcutWhenCompiled .*Tq=1.*another context"
     ):
         check_attention(ShortcutWhenCompiled, checks=("compiled",))
 
@@ -45,7 +45,7 @@ def test_the_builtin_mechanisms_an_rnn_decoder_hosts_compile() -> None:
     notes = compile_notes()
     for label in (
         "additive score=additive",
-        "dot score=general",
+        "dot score=dot",
         "multi_head score=scaled_dot",
         "none",
         "fixed_c",

@@ -80,16 +80,21 @@ def test_multi_head_and_softmax_attention_keep_what_they_declare() -> None:
 def test_a_mechanism_that_under_declares_fails_with_each_n() -> None:
     with pytest.raises(
         AssertionError,
-        match=r"^state: attention ForgetsItsValues \(causal self-attention; perturbed parameters, eval mode, "
-        r"float64\): decoding token by token, the site's cache holds other numbers per sequence than "
-        r"ForgetsItsValues.state_size\(n\) declares .*: n=1: declared 8, found 16; "
-        r"n=2: declared 16, found 32;.* n=67: declared 536, found 1072$",
+        match=(
+            r"^state \([^)]*\): attention ForgetsItsValues \(causal self-attention; perturbed parameters, "
+            r"eval mode, "
+            r"float64\): decoding token by token, the site's cache holds other numbers per sequence than "
+            r"ForgetsItsValues.state_size\(n\) declares .*: n=1: declared 8, found 16; "
+            r"n=2: declared 16, found 32;.* n=67: declared 536, found 1072$"
+        ),
     ):
         check_attention(ForgetsItsValues)  # every check before state passes
 
 
 def test_a_growing_cache_declared_constant_fails_from_the_second_token() -> None:
-    with pytest.raises(AssertionError, match=r"^state: .*declares .*: n=2: declared 16, found 32; n=3: "):
+    with pytest.raises(
+        AssertionError, match=r"^state \([^)]*\): .*declares .*: n=2: declared 16, found 32; n=3: "
+    ):
         check_attention(ClaimsConstant, checks=("state",))
     # a recurrent cache (constant after a token) declared as such passes, weightless steps and all
     assert check_attention(RunningMean, checks=("cached_decoding", "state")) == ["cached_decoding", "state"]
@@ -98,8 +103,11 @@ def test_a_growing_cache_declared_constant_fails_from_the_second_token() -> None
 def test_an_undeclared_causal_mechanism_is_told_to_declare() -> None:
     with pytest.raises(
         AssertionError,
-        match=r"^state: attention Undeclared .*: Undeclared.state_size\(n\) returns None: declare the "
-        r"numbers .* overriding `Attention.state_size`; a K/V cache of width D keeps 2·n·D",
+        match=(
+            r"^state \([^)]*\): attention Undeclared .*: Undeclared.state_size\(n\) returns None: declare "
+            r"the "
+            r"numbers .* overriding `Attention.state_size`; a K/V cache of width D keeps 2·n·D"
+        ),
     ):
         check_attention(Undeclared, checks=("state",))
     assert "state" not in check_attention(Undeclared, checks=("causality", "cached_decoding"))
@@ -108,8 +116,11 @@ def test_an_undeclared_causal_mechanism_is_told_to_declare() -> None:
 def test_only_a_state_that_does_not_grow_may_leave_out_a_cached_steps_weights() -> None:
     with pytest.raises(
         AssertionError,
-        match=r"^cached_decoding: .*step t=1; .*need_weights=True\): a cached step asked for weights "
-        r"returned None; only a mechanism whose state does not grow \(state_size\(2n\) == state_size\(n\); "
-        r"GrowingRunningMean declares 18 at n=2\) may",
+        match=(
+            r"^cached_decoding \([^)]*\): .*step t=1; .*need_weights=True\): a cached step asked for weights "
+            r"returned None, while the full pass returns them; only a mechanism whose state does not grow "
+            r"\(state_size\(2n\) == state_size\(n\); "
+            r"GrowingRunningMean declares 18 at n=2\) may"
+        ),
     ):
         check_attention(GrowingRunningMean, checks=("cached_decoding",))
