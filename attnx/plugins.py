@@ -1,8 +1,9 @@
 """`attnx plugins`: list every registered score/attention/encoder/decoder/task with what it declares;
-`attnx plugins check [NAME]` runs the conformance kit (attnx.testing) on every score and attention, or on
-those that involve NAME. Never imports Lightning.
+`attnx plugins check [NAME [KEY=VALUE ...]]` runs the conformance kit (attnx.testing) on every score and
+attention, or on those that involve NAME: at the given values of their hyperparameters
+(`attention.window=4`, `score.bandwidth=0.5`) and width (`d_model=64`). Never imports Lightning.
 
-Exit codes: 0 ok, 1 a check failed, 2 a plugin failed to import or NAME is unknown.
+Exit codes: 0 ok, 1 a check failed, 2 a plugin failed to import, NAME is unknown or a value is bad.
 """
 
 from __future__ import annotations
@@ -12,7 +13,15 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from attnx.cli import ArgumentParser
-from attnx.registry import KINDS, PluginImportError, RegistryError, load_all, registry, slots_of
+from attnx.registry import (
+    KINDS,
+    PluginImportError,
+    RegistryError,
+    config_class,
+    load_all,
+    registry,
+    slots_of,
+)
 from attnx.table import markdown_table
 
 if TYPE_CHECKING:  # for the types only: nn is imported where it is used (`capabilities`)
@@ -62,17 +71,19 @@ DECLARED: dict[str, tuple[str, Callable[[Any], str]]] = {
 }
 
 
-def check(name: str | None = None) -> int:
+def check(name: str | None = None, assignments: list[str] | None = None) -> int:
     """PASS/FAIL per score and attention (each attention with every score it accepts), or for those that
-    involve `name`; under each attention an rnn decoder hosts, whether it compiles."""
+    involve `name`, at the `assignments` (KEY=VALUE); under each attention an rnn decoder hosts, whether it
+    compiles."""
     from attnx.testing import check_all, compile_notes  # imports torch modules only when checking
 
     try:
-        results = check_all(name)
-    except RegistryError as error:
+        values, dims = parse_values(name, assignments or [])
+        results = check_all(name, values, dims)
+    except (RegistryError, ValueError) as error:
         print(f"attnx plugins check: error: {error}", file=sys.stderr)
         return 2
-    notes = compile_notes(name)
+    notes = compile_notes(name, values, dims)
     failed = 0
     for kind, label, message in results:
         failed += message is not None
@@ -81,6 +92,67 @@ def check(name: str | None = None) -> int:
             print(f"      compile: {notes[label]}")
     print(f"{failed} failed" if failed else "all passed")
     return 1 if failed else 0
+
+
+def parse_values(
+    name: str | None, assignments: list[str]
+) -> tuple[dict[str, dict[str, Any]], tuple[int, int, int] | None]:
+    """`attention.KEY=VALUE` and `score.KEY=VALUE` as typed values by kind, and `d_model=N` as the kit's
+    dims; a ValueError of one line for a key that no checked class takes or a value of the wrong type."""
+    from attnx.testing.suite import hyperparameters, pairs
+
+    if assignments and name is None:
+        raise ValueError(f"name the plugin to check at {assignments[0]}: attnx plugins check NAME KEY=VALUE")
+    checked = pairs(name)
+    values: dict[str, dict[str, Any]] = {}
+    dims = None
+    for assignment in assignments:
+        key, equals, value = assignment.partition("=")
+        kind, _, field = key.partition(".")
+        if not equals or not value:
+            raise ValueError(
+                f"{assignment}: expected KEY=VALUE (attention.window=4, score.bandwidth=0.5, d_model=64)"
+            )
+        if key == "d_model":
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"d_model={value}: expected a positive integer")
+            dims = (int(value),) * 3
+            continue
+        classes: set[type] | None = None
+        if kind == "attention":
+            classes = {pair.subject.cls for pair in checked}
+        elif kind == "score":
+            classes = {cls for pair in checked if (cls := pair.subject.score_class()) is not None}
+        if classes is None or not field:
+            raise ValueError(
+                f"{assignment}: unknown key {key}; keys are attention.NAME, score.NAME and d_model"
+            )
+        takes = [cls for cls in classes if field in hyperparameters(kind, cls)]
+        if not takes:
+            known = sorted({p for cls in classes for p in hyperparameters(kind, cls)})
+            raise ValueError(
+                f"{assignment}: no {kind} checked for {name} takes {field}; their hyperparameters: "
+                f"{', '.join(known) or 'none'}"
+            )
+        values.setdefault(kind, {})[field] = typed(kind, takes[0], field, value)
+    return values, dims
+
+
+def typed(kind: str, cls: type, field: str, value: str) -> Any:
+    """`value` as the type of `cls`'s config field `field` (its registered config class), or a one-line
+    ValueError naming the key."""
+    from omegaconf import DictConfig, OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    entry = next(e for n in registry(kind).names() if (e := registry(kind).entry(n)).cls is cls)
+    node = OmegaConf.structured(config_class(entry))
+    try:
+        merged = OmegaConf.merge(node, OmegaConf.from_dotlist([f"{field}={value}"]))
+        assert isinstance(merged, DictConfig)  # a config class is a mapping
+        return merged[field]
+    except OmegaConfBaseException as error:
+        reason = str(error).splitlines()[0]
+        raise ValueError(f"{kind}.{field}={value}: {reason}") from None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -95,7 +167,16 @@ def main(argv: list[str] | None = None) -> int:
         help="check only this score (alone and in every mechanism that accepts it) or attention (with every "
         "score it accepts)",
     )
+    parser.add_argument(
+        "values",
+        nargs="*",
+        metavar="KEY=VALUE",
+        help="check at these values: attention.NAME=VALUE and score.NAME=VALUE set hyperparameters of the "
+        "checked mechanisms and scores that take them, d_model=N the width",
+    )
     args = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    if args.name is not None and "=" in args.name:
+        parser.error(f"name the plugin to check at {args.name} first: attnx plugins check NAME KEY=VALUE")
     if args.name is not None and args.action != "check":
         parser.error(f"a name goes after 'check': attnx plugins check {args.name}")
     try:
@@ -104,6 +185,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"attnx plugins: error: {error}", file=sys.stderr)
         return 2
     if args.action == "check":
-        return check(args.name)
+        return check(args.name, args.values)
     print(describe())
     return 0

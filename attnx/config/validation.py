@@ -23,6 +23,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from attnx import registry
 from attnx.config.compose import ConfigError, plain
 from attnx.models.spec import PARTS
+from attnx.models.spec import SECTIONS as PART_SECTIONS
 
 if TYPE_CHECKING:
     from attnx.models.sites import Sites
@@ -136,7 +137,7 @@ def validate(cfg: DictConfig, here: bool = True) -> Sites:
     check_trainer(cfg.trainer, here)
     check_callbacks(cfg)
     sites = check_sites(cfg)
-    check_plugins(site.mechanism for site in sites.values())
+    check_plugins(cfg, sites)
     return sites
 
 
@@ -293,25 +294,36 @@ def check_accelerator(name: str, here: bool = True) -> None:
         )
 
 
-def check_plugins(mechanisms: Iterable[Any]) -> None:
-    """The conformance kit's shape check on every plugin score or mechanism of the run's sites (their
-    `Mechanism`s, with the configured hyperparameters), so that a wrong shape is the kit's one line
-    before training, not a size mismatch inside a decoder. Built-ins are skipped: they pass the whole
-    kit (tests/unit/testing/test_kit.py)."""
-    from attnx.testing import check_attention_shapes, check_score_shapes
+def check_plugins(cfg: DictConfig, sites: Sites) -> None:
+    """The conformance kit, whole, on every site whose mechanism or score is a plugin (shipped with attnx or
+    the user's), at the run's configured values and at the dims its model gives the site (the model built
+    here without data, to learn them): a plugin that breaks the contract at these values is one line before
+    training. Each distinct site is checked once per process (`attnx.testing.check_run`)."""
+    from attnx.models.assembly import build_model
+    from attnx.testing import check_run
 
-    def plugin(cls: type | None) -> bool:  # built-ins live in attnx's modules; plugins in attnx_plugins.*
-        return cls is not None and not cls.__module__.startswith("attnx.")
+    parts = PARTS[sites.model_type]
 
-    for mechanism in mechanisms:
-        score = mechanism.score  # a partial of the score class (`models.sites.score_factory`), or None
-        try:
-            if score is not None and plugin(score.func):
-                check_score_shapes(score.func, **score.keywords)
-            if plugin(mechanism.cls):
-                check_attention_shapes(mechanism.cls, score, **mechanism.hyperparams)
-        except AssertionError as error:
-            raise ConfigError(f"fails the conformance kit (attnx plugins check): {error}") from error
+    def build() -> Any:
+        sections = {part: plain(cfg.get(part)) if part in parts else None for part in PART_SECTIONS}
+        return build_model(
+            sites.model_type,
+            4,
+            sections["encoder"],
+            plain(cfg.attention),
+            plain(cfg.get("score")),
+            sections["classifier"],
+            decoder=sections["decoder"],
+            tgt_vocab=4,
+            num_classes=2,
+            lm=sections["lm"],
+            sites=sites,
+        )
+
+    try:
+        check_run(sites, build)
+    except AssertionError as error:
+        raise ConfigError(str(error)) from None
 
 
 def check_monitors(cfg: DictConfig, logged: Iterable[str], task: str) -> None:

@@ -100,7 +100,8 @@ from attnx.nn.attention import Attention
 from attnx.nn.scores import Score, ScoreFactory
 from attnx.testing.calls import projection_loss
 from attnx.testing.checks import CHECKS
-from attnx.testing.run import attention_subject, run_checks, score_label
+from attnx.testing.run import attention_subject, run_checks
+from attnx.testing.runs import check_run, check_site
 from attnx.testing.suite import accepts, check_all, compile_notes, score_subject
 
 __all__ = [
@@ -110,6 +111,7 @@ __all__ = [
     "check_attention",
     "check_attention_shapes",
     "check_score",
+    "check_run",
     "check_score_shapes",
     "check_site",
     "compile_notes",
@@ -148,33 +150,3 @@ def check_attention_shapes(
     """The kit's first, cheap check alone: the context [B, Tq, output_dim] and the weights [B, ..., Tq, Tk]
     in every setting the flags allow."""
     check_attention(cls, score, checks=("shapes",), **hyperparams)
-
-
-_passed: set[tuple[Any, ...]] = set()  # the sites `check_site` has passed in this process
-
-
-def check_site(
-    cls: type[Attention],
-    score: ScoreFactory | None,
-    hyperparams: dict[str, Any],
-    dims: tuple[int, int, int],
-    checks: Iterable[str] | None = None,
-) -> list[str]:
-    """The whole kit (or `checks`) on a mechanism as a run builds it at one of its sites: with its score
-    factory and hyperparameters as configured, at the site's (query, key, value) dims, every hyperparameter
-    of both varied. `attnx train` and `attnx compare` call it on every plugin of a run before training
-    (`attnx.config.validation.check_plugins`); a site it passed is not checked again in the process.
-    Returns the checks that ran."""
-    key = (
-        cls,
-        score_label(score),
-        repr(sorted(hyperparams.items())),
-        dims,
-        None if checks is None else tuple(checks),
-    )
-    if key in _passed:
-        return []
-    subject = attention_subject(cls, score, hyperparams, dims)
-    ran = run_checks(subject, checks)
-    _passed.add(key)
-    return ran

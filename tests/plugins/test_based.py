@@ -71,7 +71,9 @@ def test_passes_the_kit_which_catches_a_feature_map_without_its_root_two() -> No
             squares = taylor_feature_map(x)[..., 1 + x.size(-1) :]
             return torch.cat([taylor_feature_map(x)[..., : 1 + x.size(-1)], squares * math.sqrt(2)], -1)
 
-    with pytest.raises(AssertionError, match=r"reference \([^)]*\): .*forward differs from the plugin's reference"):
+    with pytest.raises(
+        AssertionError, match=r"reference \([^)]*\): .*forward differs from the plugin's reference"
+    ):
         check_attention(NoRootTwo, checks=["reference"])
 
 
