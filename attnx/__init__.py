@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         ScoredAttention,
         SoftmaxAttention,
         masked_softmax,
+        score_state,
         visible,
     )
     from attnx.nn.decoders import Decoder
@@ -53,6 +54,7 @@ _LAZY = {
     "HeadsAttention": "attnx.nn.attention",
     "MultiHeadAttention": "attnx.nn.attention",
     "masked_softmax": "attnx.nn.attention",
+    "score_state": "attnx.nn.attention",
     "visible": "attnx.nn.attention",
     "Positions": "attnx.nn.positions",
     "Encoder": "attnx.nn.encoders",
@@ -90,6 +92,7 @@ __all__ = [
     "register_score",
     "register_task",
     "require_equal_dims",
+    "score_state",
     "visible",
 ]
 

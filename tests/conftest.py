@@ -5,8 +5,8 @@ The folders are the markers: every test under `e2e/` (the real CLI, a Lightning 
 marked `e2e` here, so `make test-fast` (-m "not e2e and not slow") cannot pick one up by a forgotten
 decorator; a test elsewhere may not mark itself `e2e`. `unit/` mirrors the package, `plugins/` holds the
 shipped plugins' tests, `helpers/` what tests share (the tiny-run overrides in `helpers/tiny.py`; the
-browser tests' `page` fixture in `helpers/browser.py`; `helpers/cluster.py`, `real_data.py` and `wandb.py`
-hold fixtures too: plugins here, so that any test can ask for them).
+browser tests' `page` fixture in `helpers/browser.py`; `helpers/cluster.py`, `plugins.py`, `real_data.py`
+and `wandb.py` hold fixtures too: plugins here, so that any test can ask for them).
 Markers are registered in pyproject.toml.
 """
 
@@ -19,7 +19,13 @@ import pytest
 import torch
 
 # their fixtures, for any test
-pytest_plugins = ["helpers.browser", "helpers.cluster", "helpers.real_data", "helpers.wandb"]
+pytest_plugins = [
+    "helpers.browser",
+    "helpers.cluster",
+    "helpers.plugins",
+    "helpers.real_data",
+    "helpers.wandb",
+]
 
 torch.set_num_threads(1)
 os.environ.setdefault("WANDB_MODE", "offline")

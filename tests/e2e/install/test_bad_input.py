@@ -205,10 +205,11 @@ CASES = [
     ("train", "broken.py failed to import: ModuleNotFoundError: No module named 'nonexistent_mod'", "broken"),
     (
         "train attention=dot score=transposed_test score.transpose=true",
-        "attention=dot: fails the conformance kit at this run's values (attnx plugins check transposed_test "
-        "attention.input_feeding=True score.transpose=True d_model=16): shapes (outputs have the shapes of the "
-        "contract): attention LuongAttention with score TransposedTestScore(transpose=True) (cross-attention, "
-        "Tq=1, Tk=5; initial parameters, eval mode): wrong output shape: context is (3, 5, 16)",
+        "attention=dot: fails the conformance kit at this run's values (attnx plugins check "
+        "transposed_test attention.input_feeding=True score.transpose=True d_model=16): shapes (outputs have "
+        "the shapes of the contract): attention LuongAttention with score "
+        "TransposedTestScore(transpose=True) (cross-attention, Tq=1, Tk=5; initial parameters, eval mode): "
+        "wrong output shape: context is (3, 5, 16)",
         "transposed",
     ),
     ("train trainer.devices=abc", "`devices` selected with `CPUAccelerator` should be an int > 0", None),

@@ -5,8 +5,6 @@ caught by the first check it fails. The second, `Sound` with one bug each, fails
 each is caught by its own check, and every other check, run alone, passes it.
 """
 
-from collections.abc import Iterator
-
 import pytest
 import torch
 from torch import nn
@@ -15,7 +13,7 @@ from attnx import Attention, Score
 from attnx.nn.attention import MultiHeadAttention, NoAttention, ScoredAttention, masked_softmax, visible
 from attnx.nn.positions import Positions
 from attnx.nn.scores import DotScore
-from attnx.registry import KINDS, load_all, registry
+from attnx.registry import load_all, registry
 from attnx.testing import (
     CHECKS,
     check_all,
@@ -246,17 +244,6 @@ class SquaredWeights(Sound):
 
 # ---------------------------------------------------------------------------------------------
 # Tests
-
-
-@pytest.fixture
-def isolated_registries(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """Registrations made inside a test vanish after it: every registry's tables are copies. Everything
-    discoverable is loaded first, so nothing that registers during the test is lost to later ones."""
-    load_all()
-    for kind in KINDS:
-        for table in ("_entries", "_aliases", "_renamed"):
-            monkeypatch.setattr(registry(kind), table, dict(getattr(registry(kind), table)))
-    yield
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,7 @@ told why."""
 
 import pytest
 import torch
-from test_kit import Sound, isolated_registries  # noqa: F401 (a fixture)
+from test_kit import Sound
 
 from attnx.registry import registry
 from attnx.testing import check_attention, compile_notes
