@@ -1,7 +1,7 @@
 """Checks of the backward pass: the gradient is the derivative of the forward pass (`gradients`: finite,
 and equal to central finite differences in float64 along a random direction of every parameter and input),
-and every parameter does something (`parameters`: each receives a gradient from some call the kit makes,
-in every head when it is per head).
+and every parameter does something (`parameters`: each takes part in some call the kit makes, and a
+per-head one reaches every head or none).
 
 A parameter element that no call reaches (a relative-position bucket beyond the kit's distances, a ReLU
 unit that never fires there, a table entry a window masks) is no failure: its zero gradient is the
@@ -48,6 +48,7 @@ class Backward:
     own: int
     grads: dict[str, torch.Tensor]  # from the setting's own calls
     reached: dict[str, torch.Tensor]  # from every call, spread ones included
+    unused: set[str]  # the parameters no call's graph reached (their .grad stayed None)
 
 
 def backward(subject: Subject, setting: Setting) -> list[Backward]:
@@ -75,9 +76,10 @@ def backward(subject: Subject, setting: Setting) -> list[Backward]:
                     name: torch.zeros_like(p) if p.grad is None else p.grad.clone()
                     for name, p in att.named_parameters()
                 }
+            unused = {name for name, p in att.named_parameters() if p.grad is None}
             att.zero_grad(set_to_none=True)
             cases, inputs = [case for case, _ in leaves], [inputs for _, inputs in leaves]
-            found.append(Backward(att, cases, inputs, n, grads[2], grads[3]))
+            found.append(Backward(att, cases, inputs, n, grads[2], grads[3], unused))
         subject.memo[key] = found
     return subject.memo[key]
 
@@ -163,29 +165,29 @@ def moved(case: Case, inputs: dict[str, torch.Tensor], d: dict[str, torch.Tensor
 
 @check("parameters", "every parameter does something", settings=lambda setting: setting.perturbed)
 def _parameters(subject: Subject, setting: Setting) -> None:
-    """Each parameter receives a non-zero gradient from some call, in each head when it is per head (one
-    dim the size of its module's heads): one that none reaches does nothing at any input the kit can
-    build. Its elements need not all be reached."""
+    """Each parameter takes part in some call's computation (its gradient is defined), and a per-head one
+    (a dim the size of its module's heads) gets a non-zero gradient in every head or in none: some heads
+    without one is one head's slice serving all. A zero gradient is otherwise the derivative: an element no
+    call reaches (a table entry beyond the kit's distances, a ReLU unit that never fires there), or a
+    term its host ignores (a bias every key shares, under softmax), does nothing wrong."""
     for found in backward(subject, setting):
         heads = heads_of(found.att)
         for name, grad in found.reached.items():
+            shape = tuple(grad.shape)
+            require(
+                name not in found.unused,
+                f"({setting}): parameter '{name}' {shape} takes part in no call's computation (positions up "
+                f"to "
+                f"{SPREAD[-1]:,} included): nothing the mechanism computes uses it",
+            )
             reached = per_head(grad != 0, heads.get(name, 1))
             dead = (~reached).nonzero().flatten().tolist()
-            shape = tuple(grad.shape)
-            if len(reached) == 1:
-                require(
-                    not dead,
-                    f"({setting}): parameter '{name}' {shape} receives no gradient from any call (positions "
-                    f"up to {SPREAD[-1]:,} included): nothing the mechanism computes uses it",
-                )
-            else:
-                require(
-                    not dead,
-                    f"({setting}): parameter '{name}' {shape} is per head, and heads "
-                    f"{', '.join(map(str, dead))} of {len(reached)} receive no gradient from any call "
-                    f"(positions "
-                    f"up to {SPREAD[-1]:,} included): unused, or one head's used for all",
-                )
+            require(
+                not dead or len(dead) == len(reached),
+                f"({setting}): parameter '{name}' {shape} is per head, and heads {', '.join(map(str, dead))} "
+                f"of {len(reached)} receive no gradient from any call while the others do: one head's slice "
+                "serves every head, or some heads' are unused",
+            )
 
 
 def heads_of(module: nn.Module) -> dict[str, int]:

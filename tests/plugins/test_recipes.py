@@ -1,7 +1,7 @@
-"""The recipes of docs/recipes/ (the README's "Writing a plugin") are plugins that pass the whole kit: a complete
-mechanism with its own projections, a score with per-head parameters (KERPLE), a softmax variant (sigmoid
-attention), a kernel mechanism (ReLU linear attention) and a mechanism with a recurrent decoding state
-(retention). The README shows the first whole, as the file is."""
+"""The recipes of docs/recipes/ (the README's "Writing a plugin") are plugins that pass the whole kit: a
+complete mechanism with its own projections, a score with per-head parameters (KERPLE), a softmax variant
+(sigmoid attention), a kernel mechanism (ReLU linear attention) and a mechanism with a recurrent decoding
+state (retention). The README shows the first whole, as the file is."""
 
 import re
 

@@ -92,7 +92,7 @@ def test_failing_checks_exit_1(tmp_path: Path) -> None:
     assert checked.returncode == 1
     assert (
         "FAIL  score unused_param: parameters (every parameter does something): score UnusedParam "
-        "(perturbed parameters, train mode): parameter 'score.w' (1,) receives no gradient from any call"
+        "(perturbed parameters, train mode): parameter 'score.w' (1,) takes part in no call's computation"
         in checked.stdout
     )
     assert "PASS  attention local_window score=gaussian" in checked.stdout  # shipped with attnx

@@ -253,9 +253,8 @@ class SquaredWeights(Sound):
         (
             UnusedParameterScore,
             r"^parameters \(every parameter does something\): score UnusedParameterScore \(perturbed "
-            r"parameters, train mode\): parameter 'score.unused.weight' \(8, 8\) receives no gradient from "
-            r"any "
-            "call",
+            r"parameters, train mode\): parameter 'score.unused.weight' \(8, 8\) takes part in no call's "
+            "computation",
         ),
         (QueryStepScore, r"^shapes \([^)]*\): score QueryStepScore \(Tq=3, Tk=5\): forward failed"),
     ],
@@ -303,7 +302,7 @@ def test_broken_attentions(cls: type, message: str) -> None:
         (BatchLengthTemperature, "batch", "sequence 0 alone gets another output than in the batch"),
         (AbsolutePositionBias, "permutation", "permuting the sequence does not permute the outputs"),
         (PoisonsThroughPadding, "finiteness", "nan at padded positions reaches real outputs"),
-        (DeadParameter, "parameters", r"parameter 'temperature' \(\) receives no gradient from any call"),
+        (DeadParameter, "parameters", r"parameter 'temperature' \(\) takes part in no call's computation"),
         (
             MisorderedCache,
             "cached_decoding",
