@@ -1,7 +1,7 @@
-"""Correct published mechanisms written as plugins pass the whole kit, however unusual: a score with an MLP over
-distances whose ReLU units need not all fire at the kit's positions (FIRE), weights that are not a
-distribution (softmax with an implicit null key), a temperature from each query's own count of keys (log-n
-scaling). Sigmoid attention and KERPLE are recipes (tests/plugins/test_recipes.py)."""
+"""Correct published mechanisms written as plugins pass the whole kit, however unusual: a score with an MLP
+over distances whose ReLU units need not all fire at the kit's positions (FIRE), weights that are not a
+distribution (softmax with an implicit null key), a temperature from each query's own count of keys
+(log-n scaling). Sigmoid attention and KERPLE are recipes (tests/plugins/test_recipes.py)."""
 
 import math
 
