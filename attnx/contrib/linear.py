@@ -91,7 +91,8 @@ class LinearAttention(HeadsAttention):
     O(F·d) and constant memory; it holds no keys, so it returns no weights.
 
     Subclasses change the kernel alone: `phi` (and `features`, its width per head), the projections W^Q
-    and W^K (any width H·f), `normalised` and `kernel` (the reference's); everything else is shared.
+    and W^K (any width H·f), `normalised` and `eps`, and `kernel`, the reference's own; everything else is
+    shared.
     """
 
     default_score = None
@@ -102,6 +103,7 @@ class LinearAttention(HeadsAttention):
     position_free = True
     incremental = True
     memory_growth = 1
+    eps = 0.0  # ε in the normaliser φ(q)ᵀz + ε (the fast paths keep 0/0 out their own way)
 
     @property
     def features(self) -> int:
@@ -115,9 +117,9 @@ class LinearAttention(HeadsAttention):
         return normalised(numerator, denominator)
 
     def kernel(self, q: torch.Tensor, k: torch.Tensor) -> torch.Tensor:
-        """φ(q_i)·φ(k_j) for every pair, [B, H, Tq, Tk]: the reference's, written from the kernel's own
-        definition (a subclass may write it without φ)."""
-        return self.phi(q) @ self.phi(k).transpose(-1, -2)
+        """φ(q_i)·φ(k_j) for every pair, [B, H, Tq, Tk], with φ(x) = elu(x) + 1 as the paper writes it: the
+        reference's, apart from `phi` (a subclass that changes the kernel writes both)."""
+        return (F.elu(q) + 1) @ (F.elu(k) + 1).transpose(-1, -2)
 
     def _split(self, x: torch.Tensor) -> torch.Tensor:
         """[B, T, H·w] -> [B, H, T, w], for the queries' and keys' width f as for the values' d."""
@@ -184,14 +186,23 @@ class LinearAttention(HeadsAttention):
         need_weights: bool = True,
         positions: Positions | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """A_ij = φ(q_i)·φ(k_j) / Σ_{j' ∈ V(i)} φ(q_i)·φ(k_j') for j ∈ V(i), 0 elsewhere, per head;
-        V(i) = the real keys, at positions ≤ i's when causal. Output [A_1 V_1; ...; A_H V_H] W^O, weights A.
-        The explicit Tq×Tk matrix, independent of the fast paths."""
-        q = self._split(self.W_q(query))
-        k, v = self.key_value_heads(keys, values, mask)
+        """A_ij = κ(q_i, k_j) / (Σ_{j' ∈ V(i)} κ(q_i, k_j') + ε) for j ∈ V(i), 0 elsewhere, per head, with the
+        kernel κ = φ·φ (`kernel`) and ε = `eps`; V(i) = the real keys, at positions ≤ i's when causal. Output
+        [A_1 V_1; ...; A_H V_H] W^O, weights A. The explicit Tq×Tk matrix from the equation alone: it shares
+        no helper with the fast paths (projections, heads, φ, the normaliser), so a bug in one shows."""
+        real = mask[..., None]
+
+        def heads(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            """x Wᵀ split into the heads, [B, H, T, ·]."""
+            return (x @ w.T).reshape(x.size(0), x.size(1), self.num_heads, -1).transpose(1, 2)
+
+        q = heads(query, self.W_q.weight)
+        k = heads(torch.where(real, keys, 0), self.W_k.weight)
+        v = heads(torch.where(real, values, 0), self.W_v.weight)
         seen = mask[:, None, None, :]
         if positions is not None and positions.causal:
-            seen = seen & (positions.relative(4) <= 0)  # key position j ≤ query position i
-        a = self.kernel(q, k).masked_fill(~seen, 0)
-        a = self.normalised(a, a.sum(-1, keepdim=True))
-        return self._merge(a @ v), a if need_weights else None
+            seen = seen & (positions.key[:, None, None, :] <= positions.query[:, None, :, None])
+        a = torch.where(seen, self.kernel(q, k), 0)
+        a = a / (a.sum(-1, keepdim=True) + self.eps)
+        out = (a @ v).transpose(1, 2).reshape(query.size(0), query.size(1), -1)
+        return out @ self.W_o.weight.T + self.W_o.bias, a if need_weights else None

@@ -175,20 +175,29 @@ class SlidingWindowAttention(MultiHeadAttention):
         positions: Positions | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         """head_h(i) = Σ_{j ∈ W(i)} softmax_j(f(q_i W_h^Q, k_j W_h^K)) v_j W_h^V over the real keys j with
-        i − w < j ≤ i (causal) or |i − j| < w, in positions; output [head_1; ...; head_H] W^O, weights
-        the softmax. The full Tq×Tk scores masked to the window, independent of `banded` and `band`."""
+        i − w < j ≤ i (causal) or |i − j| < w, in positions; output [head_1; ...; head_H] W^O, weights the
+        softmax. The full Tq×Tk scores masked to the window, from the equation alone: it shares no helper
+        with the fast paths (projections, heads, band, blocks), only the score f, which it is given."""
         if positions is None:
             raise ValueError("sliding_window needs positions: its window is measured in them")
-        q = self._split(self.W_q(query))
-        k, v = self.key_value_heads(keys, values, mask)
-        offset = positions.relative(4)  # j − i
-        window = offset.abs() < self.window
+        real = mask[..., None]
+
+        def heads(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
+            """x Wᵀ split into the heads, [B, H, T, d]."""
+            return (x @ w.T).reshape(x.size(0), x.size(1), self.num_heads, -1).transpose(1, 2)
+
+        q = heads(query, self.W_q.weight)
+        k = heads(torch.where(real, keys, 0), self.W_k.weight)
+        v = heads(torch.where(real, values, 0), self.W_v.weight)
+        i, j = positions.query[:, None, :, None], positions.key[:, None, None, :]  # [B|1, 1, Tq|Tk, ·]
+        window = (j - i).abs() < self.window
         if positions.causal:
-            window = window & (offset <= 0)
+            window = window & (j <= i)
         # a padded query more than w past the last real key has none in its window, and softmax over
         # nothing is NaN: it sees its own (zeroed) key, as the module lets it. A real query of
         # self-attention sees its own real key anyway, so its row is the equation's.
-        seen = window & (mask[:, None, None, :] | (offset == 0))
+        seen = window & (mask[:, None, None, :] | (j == i))
         scores = self.score.at(q, self.score.prepare(k), positions).masked_fill(~seen, -math.inf)
         weights = torch.softmax(scores, -1)
-        return self._merge(self.dropout(weights) @ v), weights if need_weights else None
+        out = (weights @ v).transpose(1, 2).reshape(query.size(0), query.size(1), -1)
+        return out @ self.W_o.weight.T + self.W_o.bias, weights if need_weights else None

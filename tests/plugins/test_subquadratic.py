@@ -329,6 +329,31 @@ def test_a_sliding_window_reference_one_wider_fails(causal: bool, need_weights: 
         assert_matches_reference(att, x, x, mask, need_weights, Positions.self_attention(n, causal), mask)
 
 
+# a fast-path helper broken a little, by name: each reference must see it, since it shares none of them
+BROKEN_HELPERS = {
+    "_split": lambda split: lambda self, x: split(self, x).flip(1),  # the heads in reverse order
+    "key_value_heads": lambda kv: lambda self, *args: tuple(t * 1.01 for t in kv(self, *args)),
+    "_merge": lambda merge: lambda self, heads: merge(self, heads) * 1.01,
+    "normalised": lambda normalised: lambda self, n, d: normalised(self, n, d) * 1.01,
+    "phi": lambda phi: lambda self, x: phi(self, x) + 0.01,
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "helper"),
+    [
+        *(("linear", helper) for helper in BROKEN_HELPERS),
+        ("sliding_window", "_split"),
+        ("sliding_window", "_merge"),
+    ],
+)
+def test_a_bug_in_a_fast_path_helper_fails_the_reference(name: str, helper: str) -> None:
+    cls = plugin("attention", name)
+    broken = type(f"Broken{helper}", (cls,), {helper: BROKEN_HELPERS[helper](getattr(cls, helper))})
+    with pytest.raises(AssertionError, match=r"^reference .*forward differs from the plugin's reference"):
+        check_attention(broken, checks=["reference"])
+
+
 # ---------------------------------------------------------------------------------------------
 # Both
 
