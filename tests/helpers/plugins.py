@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -46,8 +47,9 @@ def isolated_registries(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
 def imported(path: Path) -> ModuleType:
     """A plugin file imported afresh, under a module name of its own: its classes register again (into the
     registries `isolated_registries` copied), where `attnx.registry.load_file` imports a path once."""
-    spec = importlib.util.spec_from_file_location(f"recipe_{path.stem}_{next(_imports)}", path)
+    spec = importlib.util.spec_from_file_location(f"imported_{path.stem}_{next(_imports)}", path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # as an import does: inspect finds the class's source through it
     spec.loader.exec_module(module)
     return module

@@ -48,6 +48,22 @@ class TransposedTestScore(DotScore):
         return scores.transpose(-1, -2) if self.transpose else scores
 """
 
+# Multi-head attention whose dropout is written F.dropout(w, p), on in eval mode too: with its default p = 0
+# it passes the kit; a run that sets attention.dropout fails it before training, at the run's values.
+EVAL_DROPOUT = """
+import torch.nn.functional as F
+from attnx import MultiHeadAttention, masked_softmax, register_attention, visible
+
+
+@register_attention("eval_dropout_test")
+class EvalDropout(MultiHeadAttention):
+    def attend(self, query, prepared, need_weights=True, positions=None):
+        _, keys, values, mask = prepared
+        scores = self.score.at(self._split(self.W_q(query)), keys, positions)
+        weights = masked_softmax(scores, visible(mask, positions))
+        return self._merge(F.dropout(weights, self.dropout.p) @ values), weights if need_weights else None
+"""
+
 # (command line, what the one stderr line must contain, plugin folder for ATTNX_PLUGIN_PATH or None)
 CASES = [
     # train: Lightning's Trainer arguments, checked against its signature before training
@@ -211,6 +227,13 @@ CASES = [
         "TransposedTestScore(transpose=True) (cross-attention, Tq=1, Tk=5; initial parameters, eval mode): "
         "wrong output shape: context is (3, 5, 16)",
         "transposed",
+    ),
+    (
+        "train {lm} attention=eval_dropout_test attention.num_heads=16 lm.d_model=64 attention.dropout=0.1",
+        "attention=eval_dropout_test: fails the conformance kit at this run's values (attnx plugins check "
+        "eval_dropout_test attention.num_heads=16 attention.dropout=0.1 d_model=64): purity (eval is a pure "
+        "function): attention EvalDropout with score ScaledDotScore",
+        "eval_dropout",
     ),
     ("train trainer.devices=abc", "`devices` selected with `CPUAccelerator` should be an int > 0", None),
     ("train 'threads=${{oc.env:ATTNX_NO_SUCH_VARIABLE,abc}}'", "(key: threads)", None),
@@ -505,6 +528,19 @@ CASES = [
     ("plugins chek", "argument action: invalid choice: 'chek'", None),
     ("plugins --bogus", "unrecognized arguments: --bogus", None),
     ("plugins", "broken.py failed to import", "broken"),
+    (
+        "plugins check sliding_window attention.windw=4",
+        "attention.windw=4: no attention checked for sliding_window takes windw; their hyperparameters: "
+        "dropout, num_heads, window",
+        None,
+    ),
+    (
+        "plugins check sliding_window attention.window=abc",
+        "attention.window=abc: Value 'abc' of type 'str' could not be converted to Integer",
+        None,
+    ),
+    ("plugins check gaussian d_model=wide", "d_model=wide: expected a positive integer", None),
+    ("plugins check attention.window=4", "name the plugin to check at attention.window=4 first", None),
     ("nope", "invalid choice: 'nope'", None),
 ]
 
@@ -561,6 +597,8 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     (root / "broken" / "broken.py").write_text("import nonexistent_mod\n")
     (root / "transposed").mkdir()
     (root / "transposed" / "transposed.py").write_text(TRANSPOSED)
+    (root / "eval_dropout").mkdir()
+    (root / "eval_dropout" / "eval_dropout.py").write_text(EVAL_DROPOUT)
     (root / "conf" / "suite").mkdir(parents=True)
     for name, text in SUITES.items():
         (root / "conf" / "suite" / f"{name}.yaml").write_text(f"# @package _global_\n{text}")

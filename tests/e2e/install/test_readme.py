@@ -25,7 +25,7 @@ sys.exit(main(["train", "attention=dot", "score=rbf", "score.bandwidth=0.5", "--
 
 def test_readme_plugin_example_passes_the_kit_and_composes(tmp_path: Path) -> None:
     section = README.read_text().split("## Writing a plugin", 1)[1]
-    code = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    code = next(block for block in re.findall(r"```python\n(.*?)```", section, re.S) if '"rbf"' in block)
     (tmp_path / "plugins").mkdir()
     (tmp_path / "plugins" / "rbf.py").write_text(code)
     trusted = os.environ | {"ATTNX_PLUGIN_PATH": "plugins"}  # as the README says: a launch folder's plugins

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from helpers.paths import REPO
+from helpers.tiny import TINY_BUDGET, TINY_LM, completed
 
 ATTNX = Path(sys.executable).parent / "attnx"
 
@@ -62,6 +63,39 @@ def test_plugin_on_path_is_listed_and_passes_check(tmp_path: Path) -> None:
         and "PASS  attention multi_head score=laplace" in checked.stdout
     )
     assert "score=gaussian" not in checked.stdout and "attention linear" not in checked.stdout
+
+
+HEADS = """
+from attnx import MultiHeadAttention, register_attention
+
+
+@register_attention("heads_test")
+class Heads(MultiHeadAttention):
+    pass  # multi_head, as a user's plugin
+"""
+
+
+def test_check_runs_the_whole_kit_at_the_values_given(tmp_path: Path) -> None:
+    checked = attnx("check", "sliding_window", "attention.window=4", "attention.dropout=0.1", cwd=tmp_path)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert "PASS  attention sliding_window score=alibi\n" in checked.stdout
+    wide = attnx(
+        "check", "multi_head", "attention.num_heads=16", "d_model=64", "score.num_buckets=8", cwd=tmp_path
+    )
+    assert wide.returncode == 0, wide.stdout + wide.stderr  # t5_bias's buckets set, the others untouched
+    assert "PASS  attention multi_head score=t5_bias\n" in wide.stdout
+
+
+def test_a_valid_setting_of_a_user_plugin_trains_at_the_runs_sizes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """num_heads=16 at d_model=64: the kit checks the plugin at the run's widths, not at its own 8."""
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "heads.py").write_text(HEADS)
+    monkeypatch.setenv("ATTNX_PLUGIN_PATH", str(tmp_path / "plugins"))
+    wide = ["attention=heads_test", "attention.num_heads=16", "lm.d_model=64"]
+    record = completed(tmp_path / "run", *TINY_LM, *TINY_BUDGET, *wide)
+    assert record["choices"]["attention"] == "heads_test"
 
 
 def test_check_one_attention_by_alias_and_an_unknown_name(tmp_path: Path) -> None:

@@ -18,6 +18,8 @@ from attnx import Score, available
 from attnx.nn.scores import DotScore
 from attnx.registry import Registry, RegistryError, StaleArguments, build, get, registry, upgrade
 
+from helpers.plugins import imported
+
 
 def test_available_lists_builtins() -> None:
     assert {"dot", "scaled_dot", "general", "additive", "cosine"} <= set(available("score"))
@@ -39,6 +41,28 @@ def test_duplicate_name_names_both_places() -> None:
         scores.register("_test_duplicate")(Second)
     for cls in (First, Second):
         assert f"{__file__}:{inspect.getsourcelines(cls)[1]}" in str(error.value)
+
+
+@pytest.mark.usefixtures("isolated_registries")
+def test_a_plugin_imported_twice_is_named_as_such(tmp_path: Path) -> None:
+    """One file, two module names (attnx imports a plugin folder's file, a test imports it again): not
+    "at FILE:10 and at FILE:10", but what happened and what to do instead."""
+    plugin = tmp_path / "twice.py"
+    plugin.write_text(
+        "from attnx import Score, register_score\n\n\n@register_score('_test_twice')\nclass Twice(Score):\n"
+        "    pass\n"
+    )
+    first = imported(plugin)
+    with pytest.raises(RegistryError) as error:
+        imported(plugin)
+    message = str(error.value)
+    assert message.startswith(
+        f"score '_test_twice' is registered twice by one class, {plugin}:4, imported as "
+    )
+    assert (
+        f"({first.__name__} and imported_twice_" in message
+        and "attnx.registry.get('score', '_test_twice')" in message
+    )
 
 
 def test_base_class_is_enforced() -> None:
