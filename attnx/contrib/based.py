@@ -41,6 +41,9 @@ class BasedAttention(LinearAttention):
     head, and the normaliser φ(q)ᵀz + `eps` (≥ 0), as Zoology's `Based`. Its `reference` is the kernel
     1 + s + s²/2 written directly, so the kit's `reference` check also checks φ."""
 
+    # φ(q)ᵀz + ε: a row of weights sums to Σ/(Σ + ε), 1 only when ε = 0
+    weights_are = "nonnegative"
+
     def __init__(
         self,
         query_dim: int,

@@ -118,10 +118,12 @@ def _weights(subject: Subject, setting: Setting) -> None:
             "mechanism whose weights may be negative declares weights_are = 'signed'",
         )
         total = w.sum(-1)
+        off = (total - 1).abs().max().item()
         require(
-            declared != "distribution" or (total - 1).abs().max() < 1e-6,
+            declared != "distribution" or off < 1e-6,
             f"({case.name}): weights do not sum to 1 over the keys each query sees (row sums from "
-            f"{total.min().item():.4g} to {total.max().item():.4g}), and {NAME_OF[declared]}; a mechanism "
+            f"{total.min().item():.4g} to {total.max().item():.4g}, {off:.3g} from 1 at most), and "
+            f"{NAME_OF[declared]}; a mechanism "
             "whose weights are not normalised (sigmoid or ReLU attention) declares weights_are = "
             "'nonnegative'",
         )

@@ -201,7 +201,8 @@ FLAWED = [
         {},
         "weights",
         WEIGHTS,
-        r"weights do not sum to 1 over the keys each query sees \(row sums from [0-9.e-]+ to [0-9.e-]+\), "
+        r"weights do not sum to 1 over the keys each query sees \(row sums from [0-9.e-]+ to [0-9.e-]+, "
+        r"[0-9.e-]+ from 1 at most\), "
         r"and the mechanism declares them a distribution .* declares weights_are = 'nonnegative'",
         None,
     ),
