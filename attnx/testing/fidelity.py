@@ -13,7 +13,7 @@ import torch
 from attnx.nn.attention import Attention
 from attnx.testing.base import CACHE_ATOL, WEIGHTS, Check, registrar, require
 from attnx.testing.calls import all_finite, call, max_gap, real_rows
-from attnx.testing.cases import Case, Setting, Subject, cases_for, edges
+from attnx.testing.cases import LONG, Case, Setting, Subject, cases_for, edges
 
 STEP = 1e-3  # central differences: exact for a context linear in the values, O(STEP²) otherwise
 EXPLAINED = 1e-4  # the largest residual, relative to the context's change, that the weights may leave
@@ -29,11 +29,12 @@ CHECKS: list[Check] = []
 check = registrar(CHECKS)
 
 
-@check("weights_used", WEIGHTS, settings=lambda setting: setting.perturbed)
+@check("weights_used", WEIGHTS, settings=lambda setting: setting.lengths == LONG)
 def _weights_used(subject: Subject, setting: Setting) -> None:
     """The returned weights explain the context: moving one key's value v_j by δu changes query i's
-    context by Σ_h w_hij m_h(i), with the same H vectors m_h(i) for every key j (`explained`). With
-    parameters moved from their initialisation: a gate initialised at zero hides every value at step 0."""
+    context by Σ_h w_hij m_h(i), with the same H vectors m_h(i) for every key j (`explained`). In the long
+    setting, where a window or a block leaves out keys, and with parameters moved from their
+    initialisation: a gate initialised at zero hides every value at step 0."""
     for att, case in subject.cases(setting):
         if subject.output(att, case)[1] is None or one_query_of_many(case, subject.cases(setting)):
             continue

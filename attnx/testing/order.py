@@ -113,10 +113,15 @@ def _permutation(subject: Subject, setting: Setting) -> None:
         )
 
 
-@check("cached_decoding", "decoding token by token is the full pass", applies=causal)
+@check(
+    "cached_decoding",
+    "decoding token by token is the full pass",
+    applies=causal,
+    settings=lambda setting: not setting.train,  # decoding happens in eval mode
+)
 def _cached_decoding(subject: Subject, setting: Setting) -> None:
     """One token at a time through `AttentionSite.cache` equals a full causal pass over the prefix, with
-    and without weights. A step asked for weights may return None when the full pass returns none, or when
+    and without weights, in eval mode. A step asked for weights may return None when the full pass returns none, or when
     the mechanism's state does not grow (`constant_state`: a recurrent state, a full window): it keeps
     nothing per key to weigh. Its context is compared all the same."""
     first = decoded(subject, setting)
