@@ -23,8 +23,7 @@ def construct(
 ) -> tuple[Any, tuple]:
     """make(*dims) in float64 eval mode from seed 0, for the first dims it accepts (a ValueError refuses)."""
     for dims in options:
-        with torch.random.fork_rng():
-            torch.manual_seed(0)
+        with seeded(0):
             try:
                 return make(*dims).double().eval(), dims
             except ValueError as error:
@@ -47,10 +46,14 @@ def call(att: Attention, case: Case, need_weights: bool = True) -> tuple[torch.T
 def raw_call(
     att: Attention, case: Case, need_weights: bool = True
 ) -> tuple[torch.Tensor, torch.Tensor | None]:
-    """forward on the case's inputs, with its positions when it has them; a crash names the call."""
+    """forward on the case's inputs, with its positions when it has them; a crash names the call. Gradients
+    are recorded as training records them: in train mode, or for inputs that require them (the gradient
+    checks'); an eval-mode call runs without, as validation and decoding do."""
     at = {} if case.positions is None else {"positions": case.positions}
+    recorded = att.training or any(x.requires_grad for x in (case.query, case.keys, case.values))
     try:
-        return att(case.query, case.keys, case.values, case.mask, need_weights=need_weights, **at)
+        with torch.set_grad_enabled(recorded):
+            return att(case.query, case.keys, case.values, case.mask, need_weights=need_weights, **at)
     except Exception as error:
         raise AssertionError(
             f"({case.where(need_weights)}): forward failed: {type(error).__name__}: {error}"
@@ -59,13 +62,24 @@ def raw_call(
 
 @contextlib.contextmanager
 def seeded(seed: int, enabled: bool = True) -> Iterator[None]:
-    """torch's generator at `seed` inside, as it was after (when `enabled`)."""
+    """torch's CPU generator at `seed` inside, as it was after (when `enabled`). Its state for each seed is
+    made once: `manual_seed` costs as much as a call of a small mechanism."""
     if not enabled:
         yield
         return
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
+    if seed not in _SEEDED:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            _SEEDED[seed] = torch.get_rng_state()
+    outside = torch.get_rng_state()
+    torch.set_rng_state(_SEEDED[seed])
+    try:
         yield
+    finally:
+        torch.set_rng_state(outside)
+
+
+_SEEDED: dict[int, torch.Tensor] = {}  # seed -> torch's CPU generator state after manual_seed(seed)
 
 
 def real_rows(x: torch.Tensor, real: torch.Tensor) -> torch.Tensor:

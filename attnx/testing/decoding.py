@@ -68,11 +68,12 @@ def decoded(subject: Subject, setting: Setting) -> Decoded:
         x, mask = random_sequence(setting, subject.self_dim), key_mask(setting.lengths)
         outputs, held = {}, {}
         at, count = set(compared(setting)), set(counted(setting))
-        for step in decoding(site, setting, x, mask, reorder=False):
-            if step.t in at:
-                outputs[step.t] = step_outputs(site, step, setting)
-            if step.t + 1 in count:
-                held[step.t + 1] = stored((step.cache.inputs, step.cache.prepared)) / setting.batch
+        with torch.no_grad():  # decoding is inference
+            for step in decoding(site, setting, x, mask, reorder=False):
+                if step.t in at:
+                    outputs[step.t] = step_outputs(site, step, setting)
+                if step.t + 1 in count:
+                    held[step.t + 1] = stored((step.cache.inputs, step.cache.prepared)) / setting.batch
         subject.memo[key] = Decoded(site, x, mask, outputs, held, before)
     return subject.memo[key]
 

@@ -120,15 +120,16 @@ def _permutation(subject: Subject, setting: Setting) -> None:
     settings=lambda setting: not setting.train,  # decoding happens in eval mode
 )
 def _cached_decoding(subject: Subject, setting: Setting) -> None:
-    """One token at a time through `AttentionSite.cache` equals a full causal pass over the prefix, with
-    and without weights, in eval mode. A step asked for weights may return None when the full pass returns none, or when
-    the mechanism's state does not grow (`constant_state`: a recurrent state, a full window): it keeps
-    nothing per key to weigh. Its context is compared all the same."""
+    """One token at a time through `AttentionSite.cache` equals a full causal pass over the prefix, with and
+    without weights, in eval mode. A step asked for weights may return None when the full pass returns
+    none, or when the mechanism's state does not grow (`constant_state`: a recurrent state, a full
+    window): it keeps nothing per key to weigh. Its context is compared all the same."""
     first = decoded(subject, setting)
     site, x, mask = first.site, first.x, first.mask
     for t, steps in first.outputs.items():
         prefix = self_case(x[:, : t + 1], mask[:, : t + 1], True, True, setting)
-        full = site(prefix.query, site.prepare(prefix.query, prefix.mask), prefix.positions, True)
+        with torch.no_grad():
+            full = site(prefix.query, site.prepare(prefix.query, prefix.mask), prefix.positions, True)
         reference = full[0][:, t:], None if full[1] is None else full[1][..., t:, :]
         where = f"(causal self-attention, step t={t}; {setting}, float64, need_weights="
         size = KVCache.state_size(site.mechanism, t + 1)

@@ -13,6 +13,8 @@ and `attnx bench` reports it."""
 
 from __future__ import annotations
 
+import torch
+
 from attnx.nn.transformer import KVCache
 from attnx.testing.base import CACHE_ATOL, STATE, Check, causal, registrar, require
 from attnx.testing.calls import max_gap, select
@@ -37,23 +39,25 @@ def _state(subject: Subject, setting: Setting) -> None:
     if setting.lengths == LONG:
         _declared(first.site.mechanism, first.held, where)
     index = beams(setting)
-    for step in decoding(first.site, setting, first.x, first.mask, reorder=True):
-        if step.t not in first.outputs:
-            continue
-        again = step_outputs(first.site, step, setting)
-        rows = index if step.t >= REORDER_AT else None
-        for need_weights, was, now in zip((True, False), first.outputs[step.t], again):
+    with torch.no_grad():  # decoding is inference
+        again = {
+            step.t: (step, step_outputs(first.site, step, setting))
+            for step in decoding(first.site, setting, first.x, first.mask, reorder=True)
+            if step.t in first.outputs
+        }
+    for t, (step, outputs) in again.items():
+        rows = index if t >= REORDER_AT else None
+        reordered = " and reordering it" if rows is not None else ""
+        for need_weights, was, now in zip((True, False), first.outputs[t], outputs):
             expected = was if rows is None else tuple(select(x, rows) for x in was)
-            gap = max_gap(expected, now, step.mask[:, step.t : step.t + 1])
+            gap = max_gap(expected, now, step.mask[:, t : t + 1])
             require(
                 gap < CACHE_ATOL,
                 f"(causal self-attention, {step.when}; {setting}, float64, need_weights={need_weights}): "
-                f"decoding the batch again on the same "
-                f"site{' and reordering it' if rows is not None else ''} "
-                f"gives another output than the first pass gave {'those rows' if rows is not None else ''} "
-                f"(max diff {gap:.3g}): {name} keeps decoding state outside the cache it returns, or in a "
-                "tensor that is not batch-first, so beam search and a second batch see another sequence's "
-                "past",
+                f"decoding the batch again on the same site{reordered} gives another output than the first "
+                f"pass gave {'those rows' if rows is not None else 'it'} (max diff {gap:.3g}): {name} keeps "
+                "decoding state outside the cache it returns, or in a tensor that is not batch-first, so "
+                "beam search and a second batch see another sequence's past",
             )
     changed = module_changes(first.before, first.site)
     require(
