@@ -1,6 +1,7 @@
 """attnx: compare attention mechanisms by configuration alone.
 
-This is the one import a plugin needs: the base classes of the five kinds, the building blocks the
+This is the one import a plugin needs: the base classes of the five kinds, a model type's declaration
+(`ModelType`, `Metric`, `register_model_type`: what a new kind of model is made of), the building blocks the
 shipped plugins (`attnx.contrib`) use, the `register_*` decorators and `available`, all from `attnx`.
 `import attnx` stays light (`attnx --help`, `attnx plugins` start fast): the torch-backed names are
 imported on first use, through `__getattr__`; type checkers see them through the TYPE_CHECKING block.
@@ -12,11 +13,14 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from attnx.registry import (
+    Metric,
+    ModelType,
     Slot,
     available,
     register_attention,
     register_decoder,
     register_encoder,
+    register_model_type,
     register_score,
     register_task,
 )
@@ -70,6 +74,8 @@ __all__ = [
     "Encoder",
     "EncoderOutput",
     "HeadsAttention",
+    "Metric",
+    "ModelType",
     "MultiHeadAttention",
     "PaddedSplit",
     "Positions",
@@ -87,6 +93,7 @@ __all__ = [
     "register_attention",
     "register_decoder",
     "register_encoder",
+    "register_model_type",
     "register_score",
     "register_task",
     "require_equal_dims",

@@ -175,9 +175,10 @@ def run(args: argparse.Namespace) -> int:
     ckpt = checkpoint_of(args.run)
     module = load(ckpt)
     spec = module.spec
-    if spec.model_type != "lm":
+    if not spec.declared.decodes:
         raise GenerateError(
-            f"{args.run}: a {spec.model_type} model, not an lm (attnx predict decodes and classifies)"
+            f"{args.run}: a {spec.model_type} model, which does not continue a sequence token by token "
+            "(an lm does; attnx predict decodes and classifies)"
         )
     task = trained_task(spec)
     prompt = encode_prompt(task, args.prompt, spec, args.max_new_tokens)

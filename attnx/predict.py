@@ -15,7 +15,6 @@ and then the first line of the output names what was dropped.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, cast
 
@@ -23,7 +22,6 @@ from attnx.config.schema import DecodeConfig
 
 if TYPE_CHECKING:
     from attnx.models.spec import ModelSpec
-    from attnx.tasks.base import ModelType
 
 USAGE = """usage: attnx predict ckpt=PATH input=TEXT [decode.beam_size=N] [decode.length_penalty=A]
                      [decode.max_len_ratio=R] [top_k=K] [max_input_len=N] [self_attention=true]
@@ -206,10 +204,11 @@ def predict(ckpt: str, text: str, options: Any) -> int:
     spec = module.spec
     task = trained_task(spec)
     src, src_len = encode(task, text, input_limit(spec, options.max_input_len))
-    return ANSWERS[spec.model_type](module, task, Batch(src, src_len), options)
+    answer = spec.declared.piece("answer")  # the model type's: `decoded`, `classified`, `recalled`
+    return int(answer(module, task, Batch(src, src_len), options))
 
 
-def _decoded(module: Any, task: Any, batch: Any, options: Any) -> int:
+def decoded(module: Any, task: Any, batch: Any, options: Any) -> int:
     """A seq2seq model's output text, then the source tokens behind each output token."""
     import torch
 
@@ -221,7 +220,7 @@ def _decoded(module: Any, task: Any, batch: Any, options: Any) -> int:
     return _attended(module, batch, options)
 
 
-def _classified(module: Any, task: Any, batch: Any, options: Any) -> int:
+def classified(module: Any, task: Any, batch: Any, options: Any) -> int:
     """A classifier's class and its probability, then the input tokens its pooling weighed most."""
     import torch
 
@@ -246,7 +245,7 @@ def _attended(module: Any, batch: Any, options: Any) -> int:
     return 0
 
 
-def _recall(module: Any, task: Any, batch: Any, options: Any) -> int:
+def recalled(module: Any, task: Any, batch: Any, options: Any) -> int:
     """An lm's answer at each query position of the input (`task.query_mask`), then per layer the
     positions each query attended to most (heads averaged), as position:token:weight."""
     import torch
@@ -271,14 +270,6 @@ def _recall(module: Any, task: Any, batch: Any, options: Any) -> int:
         for t in queries:
             print(f"  {labels[t]:>12} <- {_top(attention_map.weights[0][t], labels, top_k)}")
     return 0
-
-
-# what predict prints for each model type: the one branch on the type here
-ANSWERS: dict[ModelType, Callable[[Any, Any, Any, Any], int]] = {
-    "seq2seq": _decoded,
-    "classification": _classified,
-    "lm": _recall,
-}
 
 
 def _top(weights: Any, tokens: list[str], k: int) -> str:

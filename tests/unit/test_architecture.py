@@ -6,7 +6,6 @@ each names its own layer or a lower one, and the graph of module imports has no 
 importing every module of the two bottom layers in a fresh interpreter loads nothing from a higher one.
 """
 
-
 from __future__ import annotations
 
 import ast
@@ -17,10 +16,6 @@ import pytest
 from helpers.architecture import LAYERS, layer_of, modules
 
 SIBLINGS = ("attnx.nn", "attnx.tasks")  # the bottom layer's two halves stay independent
-
-
-
-
 
 
 def attnx_imports(path: Path) -> set[str]:

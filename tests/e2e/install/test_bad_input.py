@@ -292,7 +292,7 @@ CASES = [
     ("report {empty_folder}", "no run folder under {empty_folder}", None),
     # generate: an lm run or checkpoint, and sampling options in range
     ("generate {missing} a", "{missing}: no such run folder or checkpoint", None),
-    ("generate {runs} a", "a seq2seq model, not an lm", None),
+    ("generate {runs} a", "a seq2seq model, which does not continue a sequence token by token", None),
     ("generate {rnn} a --temperature -1", "--temperature=-1.0: must be >= 0 (0: greedy)", None),
     ("generate {rnn} a --temperature 1 --top-k 0", "--top-k=0: must be >= 1", None),
     ("report {runs} --panel nope", "--panel nope is not a swept key; swept: (none)", None),

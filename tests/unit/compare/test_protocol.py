@@ -5,6 +5,7 @@ to a measure (parameters or decoding state)."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -130,10 +131,10 @@ def test_matching_scales_widths_until_the_measure_meets_the_baseline_and_says_wh
     n = 64
     growth = {"kv": lambda d: 2 * n * d, "linear": lambda d: d * d, "undeclared": lambda d: None}
 
-    def measure(cfg: DictConfig, task: object, widths: dict[str, int]) -> int | None:
-        return growth[cfg.kind](widths["lm.d_model"])
+    def measure(run: SimpleNamespace, task: object, widths: dict[str, int]) -> int | None:
+        return growth[run.kind](widths["lm.d_model"])
 
-    configs = {k: OmegaConf.create({"kind": k, "lm": {"d_model": 32}}) for k in growth}
+    configs = {k: SimpleNamespace(kind=k, sections={"lm": {"d_model": 32}}) for k in growth}
 
     class Task:
         def setup(self) -> None: ...
