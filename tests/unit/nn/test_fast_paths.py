@@ -17,8 +17,9 @@ import torch.nn.functional as F
 
 from attnx import registry
 from attnx.config.compose import compose
-from attnx.nn.attention import Mechanism, MultiHeadAttention
+from attnx.nn.attention import Mechanism
 from attnx.nn.encoders import SelfAttentionEncoder
+from attnx.nn.multihead import MultiHeadAttention
 from attnx.testing import projection_loss
 from attnx.train.assemble import assemble
 
