@@ -28,7 +28,8 @@ from attnx.config.compose import file_in_the_way
 from attnx.report import stats
 from attnx.report.document import Image, Section, Table, markdown, page
 from attnx.report.runs import default_metrics, group, is_numeric, load, select, swept_columns, text, value
-from attnx.report.sections import COSTS, Study, converged_text, first_line, left_out_table, outcome, sections
+from attnx.report.sections import COSTS, converged_text, first_line, left_out_table, outcome, sections
+from attnx.report.study import Study
 from attnx.table import markdown_table
 from attnx.track.results import RUN_FOLDER, status
 
