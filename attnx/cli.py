@@ -7,9 +7,14 @@ of this file is what makes `attnx --help` answer instantly.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+import warnings
+from collections.abc import Iterator
 from importlib import import_module
 from typing import NoReturn
+
+from attnx.registry import RenamedWarning
 
 COMMANDS = {
     "train": (
@@ -41,6 +46,28 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+@contextlib.contextmanager
+def one_line_warnings(command: str) -> Iterator[None]:
+    """attnx's own warnings (`RenamedWarning`: a renamed key or name was read) formatted as one line,
+    `attnx COMMAND: warning: ...`, like its errors; Python's format adds the file, line number and source
+    line of the call. Only the format changes: a warning is still shown, filtered or recorded (pytest's
+    `warns`) as Python does; other warnings keep their format."""
+    before = warnings.formatwarning
+
+    def one_line(
+        message: Warning | str, category: type[Warning], filename: str, lineno: int, line: str | None = None
+    ) -> str:
+        if issubclass(category, RenamedWarning):
+            return f"attnx {command}: warning: {message}\n"
+        return before(message, category, filename, lineno, line)
+
+    warnings.formatwarning = one_line
+    try:
+        yield
+    finally:
+        warnings.formatwarning = before
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parser = ArgumentParser(
@@ -55,7 +82,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.parse_args(argv or ["--help"])
         return 2
     try:
-        return import_module(COMMANDS[argv[0]][0]).main(argv[1:]) or 0
+        with one_line_warnings(argv[0]):
+            return import_module(COMMANDS[argv[0]][0]).main(argv[1:]) or 0
     except KeyboardInterrupt as error:  # Ctrl-C that no command handles itself (a hanging plugin import)
         print(f"attnx {argv[0]}: {error or 'interrupted'}", file=sys.stderr)
         return 130  # the shell's convention for SIGINT

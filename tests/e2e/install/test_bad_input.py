@@ -18,8 +18,11 @@ import json
 import re
 import shlex
 import socket
+import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 import torch
@@ -505,6 +508,11 @@ CASES = [
 ]
 
 
+# A plugin that renames the score `dot`: its old name still works, warned (`Registry.deprecate`)
+RENAMES_DOT = (
+    'from attnx import registry\n\nregistry.registry("score").deprecate("_test_dot_before", "dot")\n'
+)
+
 # Suites with one thing wrong each (`compare suite=NAME`, from the `files` fixture's conf/suite/)
 SUITE_TASK = """  reverse:
     overrides: [task=reverse, task.min_len=3, task.max_len=5, task.train_size=48, task.val_size=16,
@@ -557,6 +565,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     (root / "broken" / "broken.py").write_text("import nonexistent_mod\n")
     (root / "transposed").mkdir()
     (root / "transposed" / "transposed.py").write_text(TRANSPOSED)
+    (root / "renames_dot").mkdir()
+    (root / "renames_dot" / "renames_dot.py").write_text(RENAMES_DOT)
+    (root / "conf" / "experiment").mkdir(parents=True)
+    (root / "conf" / "experiment" / "old_model.yaml").write_text(
+        "# @package _global_\nmodel:\n  dropout: 1.5\n"
+    )
     (root / "conf" / "suite").mkdir(parents=True)
     for name, text in SUITES.items():
         (root / "conf" / "suite" / f"{name}.yaml").write_text(f"# @package _global_\n{text}")
@@ -641,6 +655,60 @@ def test_every_command_and_config_group_has_a_case() -> None:
     groups = {p.name for p in Path(CONF_DIR).iterdir() if p.is_dir()} - set(UNCASED_GROUPS)
     named = {g for g in groups if any(re.search(rf"(^|[ +{{]){g}[=./}}]", line) for line in lines)}
     assert sorted(groups - named) == []
+
+
+# A renamed key, config section or registered name, still read: (command line, its two stderr lines)
+RENAMED = [
+    (
+        "train model.dropout=-0.1",
+        "attnx train: warning: `model` is now `classifier`: write classifier.dropout=-0.1",
+        "attnx train: classifier.dropout=-0.1: must be in [0, 1)",
+    ),
+    (
+        "train experiment=old_model",
+        "attnx train: warning: config section `model:` is now `classifier:`",
+        "attnx train: classifier.dropout=1.5: must be in [0, 1)",
+    ),
+    (
+        "bench --attention multi_head --score _test_dot_before --dim 64 --heads 3",
+        "attnx bench: warning: score '_test_dot_before' was renamed 'dot'; the old name will be removed",
+        "attnx bench: --heads must divide --dim; got d=64, heads=3",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "warning", "error"), RENAMED)
+def test_a_renamed_name_warns_in_one_line_before_the_one_line_error(
+    line: str,
+    warning: str,
+    error: str,
+    files: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture,
+) -> None:
+    """Python would show `file:line: FutureWarning: ...` and the source line under it; attnx's own
+    warnings are one line, like its errors. pytest records warnings: here they are shown as Python shows
+    them outside it (`showwarning` writing `formatwarning`'s text), once each as by default."""
+
+    def as_python_shows(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    monkeypatch.setattr(warnings, "showwarning", as_python_shows)
+    monkeypatch.setenv("ATTNX_CONFIG_PATH", files["conf"])
+    monkeypatch.setenv("ATTNX_PLUGIN_PATH", files["renames_dot"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        code, err = run(argv_of(line, files, tmp_path), capfd)
+    assert code == 2
+    assert err.splitlines() == [warning, error]
 
 
 def test_unknown_input_tokens_are_a_warning(files: dict[str, str], capfd: pytest.CaptureFixture) -> None:
