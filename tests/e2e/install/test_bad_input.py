@@ -9,7 +9,7 @@ check is missing fails at once instead of launching a suite. Every command and c
 
 `attnx report` on a folder without any run folder is bad input too (a mistyped path, exit 2, as a
 folder that does not exist); a damaged results.json next to good ones is listed in the report with why
-(exit 0).
+(exit 0); with no good one there is nothing to report (exit 1, one line, the report still says why).
 """
 
 from __future__ import annotations
@@ -717,26 +717,51 @@ def test_unknown_input_tokens_are_a_warning(files: dict[str, str], capfd: pytest
     assert err.strip() == "attnx predict: warning: read as <unk>, unknown to the model: zz, qq"
 
 
+# results.json files that are not a run record, and why the report says so
+UNREADABLE = {
+    "list": "a JSON list, not a run record",
+    "string": "a JSON str, not a run record",
+    "truncated": "ends at line 1, mid-record (truncated?)",
+    "garbled": "not valid JSON at line 1, column 2: Expecting property name enclosed in double quotes",
+}
+DAMAGED = {"list": "[1, 2]", "string": '"x"', "truncated": '{"status": ', "garbled": "{status}"}
+
+
 def test_report_lists_each_unreadable_file_and_builds_from_the_rest(
     files: dict[str, str], tmp_path: Path, capfd: pytest.CaptureFixture
 ) -> None:
-    why = {
-        "list": "a JSON list, not a run record",
-        "string": "a JSON str, not a run record",
-        "truncated": "ends at line 1, mid-record (truncated?)",
-        "garbled": "not valid JSON at line 1, column 2: Expecting property name enclosed in double quotes",
-    }
-    texts = {"list": "[1, 2]", "string": '"x"', "truncated": '{"status": ', "garbled": "{status}"}
-    for name, text in texts.items():
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "results.json").write_text(text)
+    damage(tmp_path)
     (tmp_path / "good").mkdir()
     (tmp_path / "good" / "results.json").write_text(Path(files["runs"], "results.json").read_text())
     code, _ = run(["report", str(tmp_path)], capfd)
     assert code == 0
     report = (tmp_path / "report.md").read_text()
     assert "1/5 runs completed; 4 unreadable" in report
-    listed = {row.split("|")[-2].strip(): row for row in report.splitlines() if "| unreadable " in row}
-    for name, reason in why.items():
-        assert f"results.json: {reason}" in listed[str(tmp_path / name)], listed
+    assert_listed_with_why(report, tmp_path)
     assert json.loads((tmp_path / "good" / "results.json").read_text())["status"] == "completed"
+
+
+def test_report_with_no_readable_run_is_nothing_to_report_exit_1(
+    tmp_path: Path, capfd: pytest.CaptureFixture
+) -> None:
+    """A report with nothing in it is a failure for a script: one stderr line, exit 1 (not 2: the folder
+    holds runs, as typed); the report is still written, with why of each run folder."""
+    damage(tmp_path)
+    code, err = run(["report", str(tmp_path)], capfd)
+    assert code == 1
+    says = f"({tmp_path / 'report.md'} says why)"
+    assert err.splitlines() == [f"attnx report: nothing to report: 0/4 runs completed; 4 unreadable {says}"]
+    assert_listed_with_why((tmp_path / "report.md").read_text(), tmp_path)
+
+
+def damage(folder: Path) -> None:
+    """A run folder per DAMAGED results.json under `folder`."""
+    for name, text in DAMAGED.items():
+        (folder / name).mkdir()
+        (folder / name / "results.json").write_text(text)
+
+
+def assert_listed_with_why(report: str, folder: Path) -> None:
+    listed = {row.split("|")[-2].strip(): row for row in report.splitlines() if "| unreadable " in row}
+    for name, reason in UNREADABLE.items():
+        assert f"results.json: {reason}" in listed[str(folder / name)], listed
