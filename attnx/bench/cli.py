@@ -217,7 +217,7 @@ def plot(path: Path, by_setting: dict[str, list[Point]], fields: tuple[str, str]
     plt.close(fig)
 
 
-def parser() -> argparse.ArgumentParser:
+def parser() -> ArgumentParser:
     p = ArgumentParser(
         prog="attnx bench",
         description="Time, peak memory and FLOPs of attention mechanisms as self-attention vs sequence "
@@ -262,6 +262,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_positive, default=DEFAULT.threads, help="torch CPU threads (default 1)")
     p.add_argument("--device", type=_device, default=default_device())
     p.add_argument("--out", type=Path, default=Path("outputs/bench"), help="folder for CSV and plots")
+    for option, role in (
+        ("--score", "picks the scores of --attention's mechanisms"),
+        ("--causal", "masks --attention's mechanisms (--lm's always are)"),
+    ):
+        p.needs(option, role, "--attention NAMES", lambda args: bool(args.attention))
     return p
 
 

@@ -73,6 +73,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--out", type=Path, help="where report.md/.csv/.html/.png go (default: the first DIR)"
     )
+    parser.needs("--by", "ranks --select's choice", "--select", lambda args: args.select is not None)
+    parser.needs("--bench-n", "picks the N of --bench's rows", "--bench", lambda args: args.bench is not None)
     args = parser.parse_args(argv)
 
     missing = [str(d) for d in args.dirs if not d.is_dir()]
@@ -167,8 +169,6 @@ def unknown_key(
         return f"--panel {unknown[0]} is not a swept key; swept: {swept}"
     if args.select is not None and args.select not in columns:
         return f"--select {args.select} is not a swept key; swept: {swept}"
-    if args.by is not None and args.select is None:
-        return f"--by ranks --select's choice: give --select too (--by {args.by})"
     if args.select is not None and measured and by not in measured:
         return f"--by {by}: no completed run has it; metrics: {', '.join(measured)}"
     return None

@@ -286,6 +286,12 @@ CASES = [
         None,
     ),
     ("predict ckpt={rnn} input=1 top_k=0", "top_k must be >= 1, got 0", None),
+    # an option that acts only with another is refused, never ignored (`attnx.cli.Needs`), in every command
+    (
+        "predict ckpt={rnn} input=1 decode.length_penalty=0.6",  # the checkpoint decodes greedily
+        "decode.length_penalty ranks beam search's answers: give decode.beam_size > 1 too",
+        None,
+    ),
     ("predict ckpt={rnn} input=1 topk=3", "Key 'topk' not in 'PredictOptions'", None),
     ("predict ckpt={rnn} input=1 beam", "expected key=value, got 'beam'", None),
     ("predict", "missing ckpt, input", None),
@@ -298,9 +304,20 @@ CASES = [
     ("generate {runs} a", "a seq2seq model, not an lm", None),
     ("generate {rnn} a --temperature -1", "--temperature=-1.0: must be >= 0 (0: greedy)", None),
     ("generate {rnn} a --temperature 1 --top-k 0", "--top-k=0: must be >= 1", None),
+    (
+        "generate {rnn} a --top-k 3",
+        "--top-k limits sampling (--temperature 0 is greedy): give --temperature > 0",
+        None,
+    ),
+    (
+        "generate {rnn} a --seed 0",
+        "--seed seeds sampling (--temperature 0 is greedy): give --temperature > 0",
+        None,
+    ),
     ("report {runs} --panel nope", "--panel nope is not a swept key; swept: (none)", None),
     ("report {runs} --select seed", "--select seed is not a swept key", None),
     ("report {runs} --by val/loss", "--by ranks --select's choice: give --select too", None),
+    ("report {runs} --bench-n 8", "--bench-n picks the N of --bench's rows: give --bench too", None),
     ("report {runs} --out {notaplan}", "--out {notaplan}: {notaplan} is a file, not a folder", None),
     ("report {missing}", "no such folder: {missing}", None),
     ("report {runs} --metric nope", "--metric nope: no run has it; metrics: test/exact_match", None),
@@ -353,6 +370,32 @@ CASES = [
     ("compare attention=local_window pareto=speed", "must be one of time, state", None),
     ("compare attention=local_window bench.n=0", "bench.n=0: must be a positive integer", None),
     ("compare attention=local_window bench.heads=3", "bench.heads=3 must divide bench.dim=64", None),
+    (
+        "compare attention=local_window protocol.lr_grid=[0.1]",
+        "protocol.lr_grid is what protocol.lr_search tries: give protocol.lr_search=true too",
+        None,
+    ),
+    (
+        "compare attention=local_window protocol.grid.lr=[0.1]",
+        "protocol.grid.lr is an axis of MAD's grid: give protocol.grid.enabled=true too",
+        None,
+    ),
+    (
+        "compare attention=local_window protocol.grid.weight_decay=[0]",
+        "give protocol.grid.enabled=true",
+        None,
+    ),
+    (
+        "compare attention=local_window protocol.param_tolerance=0.2",
+        "protocol.param_tolerance bounds protocol.match_params: give protocol.match_params=true too",
+        None,
+    ),
+    ("compare attention=local_window protocol.state_tolerance=0.2", "give protocol.match_state=true", None),
+    (
+        "compare attention=local_window score_host=additive",
+        "score_host is the mechanism a candidate score runs in: give score=NAME without attention=NAME",
+        None,
+    ),
     ("compare attention=local_window score_host=nope", "score_host: unknown attention 'nope'", None),
     ("compare attention=local_window seeds=0", "seeds=0: a count must be within 1..64", None),
     ("compare attention=local_window seeds=65", "seeds=65: a count must be within 1..64", None),
@@ -500,6 +543,8 @@ CASES = [
     ("bench --attention multi_head --dim 64 --heads 3", "--heads must divide --dim", None),
     ("bench --bogus", "unrecognized arguments: --bogus", None),
     ("bench --causal --attention none,fixed_c,dot", "--causal: no causal mask in none, fixed_c", None),
+    ("bench --attention '' --score dot", "--score picks the scores of --attention's mechanisms: give", None),
+    ("bench --attention '' --lm dot --causal", "--causal masks --attention's mechanisms", None),
     # plugins, and the dispatcher
     ("plugins chek", "argument action: invalid choice: 'chek'", None),
     ("plugins --bogus", "unrecognized arguments: --bogus", None),
