@@ -98,7 +98,7 @@ class Attention(nn.Module):
       "before"  context from s_{i-1}, fed into the RNN step (Bahdanau 2015);
       "after"   RNN step first, query h_t, attentional state tanh(W_c[c_t; h_t]) (Luong 2015).
     `default_score` is the score used when the user picks none; None means the mechanism takes
-    no score (a config that gives it one is refused by `attnx.models.build.resolve_score_name`).
+    no score (a config that gives it one is refused by `attnx.models.sites.resolve_score_name`).
 
     Capabilities (as xformers' attention registry): what generic code (sites, the kit) may ask of it.
       self_attention   it can attend a sequence to itself (an encoder or decoder layer)
