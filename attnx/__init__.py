@@ -26,17 +26,11 @@ from attnx.registry import (
 )
 
 if TYPE_CHECKING:
-    from attnx.nn.attention import (
-        Attention,
-        HeadsAttention,
-        MultiHeadAttention,
-        ScoredAttention,
-        SoftmaxAttention,
-        masked_softmax,
-        visible,
-    )
+    from attnx.nn.attention import Attention, masked_softmax, visible
+    from attnx.nn.classic import ScoredAttention, SoftmaxAttention
     from attnx.nn.decoders import Decoder
     from attnx.nn.encoders import Encoder, EncoderOutput
+    from attnx.nn.multihead import HeadsAttention, MultiHeadAttention
     from attnx.nn.positions import Positions
     from attnx.nn.scores import ScaledDotScore, Score, ScoreFactory, build_score, require_equal_dims
     from attnx.tasks.base import PaddedSplit, Task
@@ -52,10 +46,10 @@ _LAZY = {
     "build_score": "attnx.nn.scores",
     "require_equal_dims": "attnx.nn.scores",
     "Attention": "attnx.nn.attention",
-    "ScoredAttention": "attnx.nn.attention",
-    "SoftmaxAttention": "attnx.nn.attention",
-    "HeadsAttention": "attnx.nn.attention",
-    "MultiHeadAttention": "attnx.nn.attention",
+    "ScoredAttention": "attnx.nn.classic",
+    "SoftmaxAttention": "attnx.nn.classic",
+    "HeadsAttention": "attnx.nn.multihead",
+    "MultiHeadAttention": "attnx.nn.multihead",
     "masked_softmax": "attnx.nn.attention",
     "visible": "attnx.nn.attention",
     "Positions": "attnx.nn.positions",

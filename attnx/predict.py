@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, cast
 
+from attnx.cli import Needs, unmet
 from attnx.config.schema import DecodeConfig
 
 if TYPE_CHECKING:
@@ -52,6 +53,16 @@ class PredictOptions:
 
 
 BOUNDS = {"top_k": (">=", 1), "max_input_len": (">=", 1)}  # next to attnx.config.validation.BOUNDS' decode.*
+
+# options that act only with another, given or the checkpoint's (`attnx.cli.Needs`): of a seq2seq's decoding
+NEEDS = (
+    Needs(
+        "decode.length_penalty",
+        "ranks beam search's answers",
+        "decode.beam_size > 1",
+        lambda decode: decode["beam_size"] > 1,
+    ),
+)
 
 
 class PredictError(Exception):
@@ -199,6 +210,9 @@ def predict(ckpt: str, text: str, options: Any) -> int:
     decode = {k: options.decode[k] for k in options.decode if not OmegaConf.is_missing(options.decode, k)}
     dropped: list[str] | None = None if options.strict else []
     module = load(ckpt, decode, dropped)
+    refusal = unmet(NEEDS, lambda option: option.removeprefix("decode.") in decode, module.spec.decode)
+    if refusal is not None and module.spec.model_type == "seq2seq":
+        raise PredictError(refusal)
     if dropped:  # in the output itself: whoever reads the predictions learns the model is not as trained
         print(f"strict=false: rebuilt without saved {'; '.join(dropped)} (today's defaults stand in)")
     spec = module.spec

@@ -7,13 +7,14 @@ the models' `max_len`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
+from attnx.cli import Needs, unmet
 from attnx.compare.plan import WEIGHT_DECAY, Arm
 from attnx.config.compose import (
     ConfigError,
@@ -27,6 +28,58 @@ from attnx.config.compose import (
 from attnx.config.resolved import ResolvedRun
 from attnx.report.runs import lower_is_better
 from attnx.track.convergence import natural_ceiling
+
+
+class Given(NamedTuple):
+    """What an option of compare's may act with: the composed config, and the candidate's keys."""
+
+    cfg: DictConfig
+    candidate: set[str]  # the keys naming it: `attention`, `score` or both
+
+
+def _protocol(flag: str) -> Callable[[Given], bool]:
+    return lambda given: bool(OmegaConf.select(given.cfg.protocol, flag))
+
+
+# compare's keys that act only with another (`attnx.cli.Needs`): given alone on the command line, refused
+GRID = "is an axis of MAD's grid"
+NEEDS = (
+    Needs(
+        "protocol.lr_grid",
+        "is what protocol.lr_search tries",
+        "protocol.lr_search=true",
+        _protocol("lr_search"),
+    ),
+    Needs("protocol.grid.lr", GRID, "protocol.grid.enabled=true", _protocol("grid.enabled")),
+    Needs("protocol.grid.weight_decay", GRID, "protocol.grid.enabled=true", _protocol("grid.enabled")),
+    Needs(
+        "protocol.param_tolerance",
+        "bounds protocol.match_params",
+        "protocol.match_params=true",
+        _protocol("match_params"),
+    ),
+    Needs(
+        "protocol.state_tolerance",
+        "bounds protocol.match_state",
+        "protocol.match_state=true",
+        _protocol("match_state"),
+    ),
+    Needs(
+        "score_host",
+        "is the mechanism a candidate score runs in",
+        "score=NAME without attention=NAME",
+        lambda given: "attention" not in given.candidate,
+    ),
+)
+
+
+def check_alone(cfg: DictConfig, compare: list[str], candidate: list[str]) -> None:
+    """No key of compare's (`compare`, its overrides) given without the one it acts with (`NEEDS`)."""
+    keys = {o.partition("=")[0].lstrip("+~") for o in compare}
+    named = {o.partition("=")[0].split(".")[0] for o in candidate}
+    refusal = unmet(NEEDS, keys.__contains__, Given(cfg, named))
+    if refusal is not None:
+        raise ConfigError(refusal)
 
 
 def check_keys(cfg: DictConfig) -> None:

@@ -45,7 +45,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
-from attnx.compare.checks import check_arms, check_keys, check_runs
+from attnx.compare.checks import check_alone, check_arms, check_keys, check_runs
 from attnx.compare.matching import Matched, state_bytes, with_matched_widths
 from attnx.compare.phases import inference_ms, launch
 from attnx.compare.plan import Arm, final_jobs, search_jobs, with_best_rates
@@ -96,6 +96,7 @@ def main(argv: list[str]) -> int:
         request = split(argv)
         cfg = compose_compare(request.compare)
         check_keys(cfg)
+        check_alone(cfg, request.compare, request.candidate)
         suite = suite_name(request.compare)
         check_runs(cfg, request.runs, suite)
         candidate = candidate_arm(cfg, request.candidate)

@@ -24,7 +24,14 @@ from importlib.metadata import EntryPoint, entry_points
 from pathlib import Path
 
 # Built-in modules whose import registers the built-in classes of each kind.
-BUILTINS = ("attnx.nn.scores", "attnx.nn.attention", "attnx.nn.encoders", "attnx.nn.decoders", "attnx.tasks")
+BUILTINS = (
+    "attnx.nn.scores",
+    "attnx.nn.classic",
+    "attnx.nn.multihead",
+    "attnx.nn.encoders",
+    "attnx.nn.decoders",
+    "attnx.tasks",
+)
 
 # After this long, one stderr line names the plugin being imported: an import that never returns would
 # otherwise hang every command with no output.

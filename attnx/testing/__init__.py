@@ -80,7 +80,8 @@ from typing import Any
 
 import torch
 
-from attnx.nn.attention import Attention, SoftmaxAttention
+from attnx.nn.attention import Attention
+from attnx.nn.classic import SoftmaxAttention
 from attnx.nn.scores import Score, ScoreFactory, build_score
 from attnx.registry import RegistryError, load_all, registry
 from attnx.testing.cases import SELF_DIM, SETTINGS, Subject, projection_loss

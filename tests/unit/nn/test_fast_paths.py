@@ -15,8 +15,9 @@ import torch
 import torch.nn.functional as F
 
 from attnx import registry
-from attnx.nn.attention import Mechanism, MultiHeadAttention
+from attnx.nn.attention import Mechanism
 from attnx.nn.encoders import SelfAttentionEncoder
+from attnx.nn.multihead import MultiHeadAttention
 from attnx.testing import projection_loss
 
 from helpers.runs import assembled

@@ -15,7 +15,8 @@ from attnx import registry
 from attnx.config.compose import ConfigError, compose
 from attnx.config.validation import validate
 from attnx.lit.module import AUTO_MIN_STEPS, compiles
-from attnx.nn.attention import BahdanauAttention, Mechanism
+from attnx.nn.attention import Mechanism
+from attnx.nn.classic import BahdanauAttention
 from attnx.nn.decoders import RNNDecoder
 from attnx.nn.encoders import EncoderOutput, RNNEncoder
 from attnx.nn.fusion import compile_regions, is_compiled, regions_of
