@@ -1,6 +1,7 @@
 """attnx: compare attention mechanisms by configuration alone.
 
-This is the one import a plugin needs: the base classes of the five kinds, the building blocks the
+This is the one import a plugin needs: the base classes of the five kinds, a model type's declaration
+(`ModelType`, `Metric`, `register_model_type`: what a new kind of model is made of), the building blocks the
 shipped plugins (`attnx.contrib`) use, the `register_*` decorators and `available`, all from `attnx`.
 `import attnx` stays light (`attnx --help`, `attnx plugins` start fast): the torch-backed names are
 imported on first use, through `__getattr__`; type checkers see them through the TYPE_CHECKING block.
@@ -12,28 +13,24 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 from attnx.registry import (
+    Metric,
+    ModelType,
     Slot,
     available,
     register_attention,
     register_decoder,
     register_encoder,
+    register_model_type,
     register_score,
     register_task,
 )
 
 if TYPE_CHECKING:
-    from attnx.nn.attention import (
-        Attention,
-        HeadsAttention,
-        MultiHeadAttention,
-        ScoredAttention,
-        SoftmaxAttention,
-        masked_softmax,
-        score_state,
-        visible,
-    )
+    from attnx.nn.attention import Attention, masked_softmax, score_state, visible
+    from attnx.nn.classic import ScoredAttention, SoftmaxAttention
     from attnx.nn.decoders import Decoder
     from attnx.nn.encoders import Encoder, EncoderOutput
+    from attnx.nn.multihead import HeadsAttention, MultiHeadAttention
     from attnx.nn.positions import Positions
     from attnx.nn.scores import ScaledDotScore, Score, ScoreFactory, build_score, require_equal_dims
     from attnx.tasks.base import PaddedSplit, Task
@@ -49,10 +46,10 @@ _LAZY = {
     "build_score": "attnx.nn.scores",
     "require_equal_dims": "attnx.nn.scores",
     "Attention": "attnx.nn.attention",
-    "ScoredAttention": "attnx.nn.attention",
-    "SoftmaxAttention": "attnx.nn.attention",
-    "HeadsAttention": "attnx.nn.attention",
-    "MultiHeadAttention": "attnx.nn.attention",
+    "ScoredAttention": "attnx.nn.classic",
+    "SoftmaxAttention": "attnx.nn.classic",
+    "HeadsAttention": "attnx.nn.multihead",
+    "MultiHeadAttention": "attnx.nn.multihead",
     "masked_softmax": "attnx.nn.attention",
     "score_state": "attnx.nn.attention",
     "visible": "attnx.nn.attention",
@@ -72,6 +69,8 @@ __all__ = [
     "Encoder",
     "EncoderOutput",
     "HeadsAttention",
+    "Metric",
+    "ModelType",
     "MultiHeadAttention",
     "PaddedSplit",
     "Positions",
@@ -89,6 +88,7 @@ __all__ = [
     "register_attention",
     "register_decoder",
     "register_encoder",
+    "register_model_type",
     "register_score",
     "register_task",
     "require_equal_dims",

@@ -42,8 +42,14 @@ def parser() -> ArgumentParser:
         "--temperature", type=float, default=0.0, metavar="T", help="0 (default): greedy; > 0: sample"
     )
     parser.add_argument("--top-k", type=int, default=None, metavar="K", help="sample among the K likeliest")
-    parser.add_argument("--seed", type=int, default=0, help="the sampling generator's seed (0)")
+    parser.add_argument("--seed", type=int, default=None, help="the sampling generator's seed (0)")
+    for option, role in (("--top-k", "limits sampling"), ("--seed", "seeds sampling")):
+        parser.needs(option, f"{role} (--temperature 0 is greedy)", "--temperature > 0", sampled)
     return parser
+
+
+def sampled(args: argparse.Namespace) -> bool:
+    return bool(args.temperature > 0)
 
 
 def check(args: argparse.Namespace) -> None:
@@ -56,8 +62,6 @@ def check(args: argparse.Namespace) -> None:
     for option, value, ok, limit in bounds:
         if not ok:
             raise GenerateError(f"{option}={value}: must be {limit}")
-    if args.top_k is not None and args.temperature == 0:
-        raise GenerateError(f"--top-k={args.top_k} samples: give --temperature > 0 with it (0 is greedy)")
 
 
 def checkpoint_of(run: str) -> str:
@@ -175,13 +179,15 @@ def run(args: argparse.Namespace) -> int:
     ckpt = checkpoint_of(args.run)
     module = load(ckpt)
     spec = module.spec
-    if spec.model_type != "lm":
+    if not spec.declared.decodes:
         raise GenerateError(
-            f"{args.run}: a {spec.model_type} model, not an lm (attnx predict decodes and classifies)"
+            f"{args.run}: a {spec.model_type} model, which does not continue a sequence token by token "
+            "(an lm does; attnx predict decodes and classifies)"
         )
     task = trained_task(spec)
     prompt = encode_prompt(task, args.prompt, spec, args.max_new_tokens)
-    new, logits = generate(module.model, prompt, args.max_new_tokens, args.temperature, args.top_k, args.seed)
+    seed = 0 if args.seed is None else args.seed
+    new, logits = generate(module.model, prompt, args.max_new_tokens, args.temperature, args.top_k, seed)
     itos = spec.src_itos
     print(f"prompt:       {' '.join(itos[i] for i in prompt[0].tolist())}")
     print(f"continuation: {' '.join(itos[i] for i in new[0].tolist())}")

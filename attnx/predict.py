@@ -15,15 +15,14 @@ and then the first line of the output names what was dropped.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Optional, cast
 
+from attnx.cli import Needs, unmet
 from attnx.config.schema import DecodeConfig
 
 if TYPE_CHECKING:
     from attnx.models.spec import ModelSpec
-    from attnx.tasks.base import ModelType
 
 USAGE = """usage: attnx predict ckpt=PATH input=TEXT [decode.beam_size=N] [decode.length_penalty=A]
                      [decode.max_len_ratio=R] [top_k=K] [max_input_len=N] [self_attention=true]
@@ -54,6 +53,16 @@ class PredictOptions:
 
 
 BOUNDS = {"top_k": (">=", 1), "max_input_len": (">=", 1)}  # next to attnx.config.validation.BOUNDS' decode.*
+
+# options that act only with another, given or the checkpoint's (`attnx.cli.Needs`): of a seq2seq's decoding
+NEEDS = (
+    Needs(
+        "decode.length_penalty",
+        "ranks beam search's answers",
+        "decode.beam_size > 1",
+        lambda decode: decode["beam_size"] > 1,
+    ),
+)
 
 
 class PredictError(Exception):
@@ -201,15 +210,19 @@ def predict(ckpt: str, text: str, options: Any) -> int:
     decode = {k: options.decode[k] for k in options.decode if not OmegaConf.is_missing(options.decode, k)}
     dropped: list[str] | None = None if options.strict else []
     module = load(ckpt, decode, dropped)
+    refusal = unmet(NEEDS, lambda option: option.removeprefix("decode.") in decode, module.spec.decode)
+    if refusal is not None and module.spec.model_type == "seq2seq":
+        raise PredictError(refusal)
     if dropped:  # in the output itself: whoever reads the predictions learns the model is not as trained
         print(f"strict=false: rebuilt without saved {'; '.join(dropped)} (today's defaults stand in)")
     spec = module.spec
     task = trained_task(spec)
     src, src_len = encode(task, text, input_limit(spec, options.max_input_len))
-    return ANSWERS[spec.model_type](module, task, Batch(src, src_len), options)
+    answer = spec.declared.piece("answer")  # the model type's: `decoded`, `classified`, `recalled`
+    return int(answer(module, task, Batch(src, src_len), options))
 
 
-def _decoded(module: Any, task: Any, batch: Any, options: Any) -> int:
+def decoded(module: Any, task: Any, batch: Any, options: Any) -> int:
     """A seq2seq model's output text, then the source tokens behind each output token."""
     import torch
 
@@ -221,7 +234,7 @@ def _decoded(module: Any, task: Any, batch: Any, options: Any) -> int:
     return _attended(module, batch, options)
 
 
-def _classified(module: Any, task: Any, batch: Any, options: Any) -> int:
+def classified(module: Any, task: Any, batch: Any, options: Any) -> int:
     """A classifier's class and its probability, then the input tokens its pooling weighed most."""
     import torch
 
@@ -246,7 +259,7 @@ def _attended(module: Any, batch: Any, options: Any) -> int:
     return 0
 
 
-def _recall(module: Any, task: Any, batch: Any, options: Any) -> int:
+def recalled(module: Any, task: Any, batch: Any, options: Any) -> int:
     """An lm's answer at each query position of the input (`task.query_mask`), then per layer the
     positions each query attended to most (heads averaged), as position:token:weight."""
     import torch
@@ -271,14 +284,6 @@ def _recall(module: Any, task: Any, batch: Any, options: Any) -> int:
         for t in queries:
             print(f"  {labels[t]:>12} <- {_top(attention_map.weights[0][t], labels, top_k)}")
     return 0
-
-
-# what predict prints for each model type: the one branch on the type here
-ANSWERS: dict[ModelType, Callable[[Any, Any, Any, Any], int]] = {
-    "seq2seq": _decoded,
-    "classification": _classified,
-    "lm": _recall,
-}
 
 
 def _top(weights: Any, tokens: list[str], k: int) -> str:

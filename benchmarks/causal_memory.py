@@ -29,7 +29,8 @@ import torch
 import torch.nn.functional as F
 
 from attnx.bench.measure import interleaved, peak_memory, ratios
-from attnx.nn.attention import MultiHeadAttention, lower_triangular, visible
+from attnx.nn.attention import visible
+from attnx.nn.multihead import MultiHeadAttention, lower_triangular
 from attnx.nn.positions import Positions
 from attnx.table import markdown_table
 

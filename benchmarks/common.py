@@ -67,11 +67,12 @@ def assemble(overrides: list[str], output_dir: str) -> tuple[Any, Any, Any]:
     from hydra import compose, initialize_config_dir
 
     from attnx.config.compose import CONF_DIR
+    from attnx.config.validation import validate
     from attnx.train.assemble import assemble
 
     with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
         cfg = compose("train", overrides=[*overrides, f"paths.output_dir={output_dir}"])
-    return assemble(cfg)
+    return assemble(validate(cfg), cfg)
 
 
 class PlainLoop:

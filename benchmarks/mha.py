@@ -19,7 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnx.bench.measure import interleaved, ratios
-from attnx.nn.attention import MultiHeadAttention
+from attnx.nn.multihead import MultiHeadAttention
 from attnx.table import markdown_table
 
 

@@ -140,7 +140,7 @@ def instrument(clock: Clock, jobs: list[dict[str, float]]) -> None:
     clock.wrap(run, "_save_config", "lock+config")
     clock.wrap(results, "write_results", "results.json")
     clock.wrap(run, "assemble", "assemble, other")
-    clock.wrap(assemble, "validate", "validate config")
+    clock.wrap(run, "validate", "validate config")
     clock.wrap(assemble, "_trainer", "trainer")
     clock.wrap(checkpoints, "newest_good", "resume scan")
     clock.wrap(loggers, "start_logging", "logger start")

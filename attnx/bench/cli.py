@@ -1,5 +1,6 @@
 """`attnx bench`: what each attention mechanism costs as the sequence length N grows, asked for on the
-command line and shown as tables, a CSV and plots. What is measured, and how, is `attnx.bench.points`.
+command line and shown as tables, a CSV and plots. The rows are `attnx.bench.settings`; how each is
+measured, `attnx.bench.points`.
 
 Each selected mechanism/score (built-in or plugin) runs as self-attention over N positions of width d;
 `--encoder` adds reference encoders over N tokens (rnn: the linear-time reference); `--lm` runs the lm
@@ -21,18 +22,14 @@ from pathlib import Path
 import torch
 
 from attnx import registry
-from attnx.bench.points import (
-    Point,
+from attnx.bench.points import Point, Timing, default_device, growth_exponent, measure_all
+from attnx.bench.settings import (
     Setting,
-    Timing,
     attention_class,
     attention_settings,
     budget_rule,
-    default_device,
     encoder_settings,
-    growth_exponent,
     lm_settings,
-    measure_all,
 )
 from attnx.cli import ArgumentParser
 from attnx.config.compose import file_in_the_way
@@ -220,7 +217,7 @@ def plot(path: Path, by_setting: dict[str, list[Point]], fields: tuple[str, str]
     plt.close(fig)
 
 
-def parser() -> argparse.ArgumentParser:
+def parser() -> ArgumentParser:
     p = ArgumentParser(
         prog="attnx bench",
         description="Time, peak memory and FLOPs of attention mechanisms as self-attention vs sequence "
@@ -265,6 +262,11 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_positive, default=DEFAULT.threads, help="torch CPU threads (default 1)")
     p.add_argument("--device", type=_device, default=default_device())
     p.add_argument("--out", type=Path, default=Path("outputs/bench"), help="folder for CSV and plots")
+    for option, role in (
+        ("--score", "picks the scores of --attention's mechanisms"),
+        ("--causal", "masks --attention's mechanisms (--lm's always are)"),
+    ):
+        p.needs(option, role, "--attention NAMES", lambda args: bool(args.attention))
     return p
 
 

@@ -1,12 +1,6 @@
-"""What `attnx bench` measures: a `Setting` (one row: a module at one width) at each sequence length N,
-one `Point` per N. A function of plain data, so that `attnx compare` takes its timings from here as
-values, and `attnx.bench.cli` is only how they are asked for and shown.
-
-Each attention setting runs as self-attention over N positions of width d: queries, keys and values are
-the same [batch, N, d] states, as in a Transformer layer (a mechanism's `memory()` decides what it
-attends to: `fixed_c` reads one summary slot). Encoder settings run over N tokens; the rnn encoder is
-the linear-time reference. An lm setting runs the lm kind's whole decoder-only model (embedding, one
-block whose causal self-attention is the mechanism, the next-token head). Per point:
+"""What `attnx bench` measures of each row (`attnx.bench.settings.Setting`): one `Point` per sequence
+length N. A function of plain data, so that `attnx compare` takes its timings from here as values, and
+`attnx.bench.cli` is only how they are asked for and shown. Per point:
 
   fwd      inference forward (no autograd), median of `repeats` after `warmup`
   train    forward + backward, same statistics; parameter gradients are freshly allocated each time
@@ -21,12 +15,8 @@ and the counted attention FLOPs (all of the mechanism's FLOPs but its own input/
 i.e. the Linear layers directly inside it) next to the analytic cost of self-attention from the lecture
 notes: 2·N²·d for QKᵀ plus 2·N²·d for weights·V per head of width d, times batch and heads, i.e.
 4·N²·d_model·batch. The growth exponent k of time ~ N^k is fitted on the upper half of a row's N grid,
-where fixed per-call costs no longer dominate.
-
-Each row has a memory budget at its largest N, from the growth its mechanism declares
-(`Attention.memory_growth`; the rnn encoder is linear, the self_attn one quadratic): LINEAR_FLOATS
-float32 numbers per token and channel, N·d·batch of them, plus for a quadratic row QUADRATIC_FLOATS N×N
-matrices per head. Never imports Lightning.
+where fixed per-call costs no longer dominate. A row stops growing before an N whose time or memory,
+extrapolated from its last points, would pass the run's limits (`Timing`). Never imports Lightning.
 """
 
 from __future__ import annotations
@@ -37,72 +27,18 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import nn
 
-from attnx import registry
 from attnx.bench.measure import count_flops, median_time, peak_memory
-from attnx.models.assembly import build_host, build_model
-from attnx.models.sites import score_factory
+from attnx.bench.settings import VOCAB, Setting, attention_class, budget, module_for
 from attnx.nn.attention import Attention
 from attnx.nn.positions import Positions
 from attnx.nn.transformer import AttentionSite, KVCache
 from attnx.vocab import SPECIALS
 
-VOCAB = 100  # token ids for the encoder and lm rows; the embedding size barely matters
 MIB = 2**20
-
-# How each reference encoder takes the grid's width d, heads and longest N.
-ENCODERS: dict[str, Callable[[int, int | None, int], dict[str, Any]]] = {
-    "rnn": lambda d, heads, max_len: {"embed_dim": d, "hidden_dim": d // 2},  # two directions -> d
-    "self_attn": lambda d, heads, max_len: {
-        "d_model": d,
-        "attention": {"name": "multi_head", "num_heads": heads},
-        "num_layers": 1,
-        "ff_dim": 2 * d,
-        "max_len": max_len,
-    },
-}
-ENCODER_HEADS = {"rnn": False, "self_attn": True}
-ENCODER_GROWTH = {"rnn": 1, "self_attn": 2}  # as a mechanism's memory_growth
-
-# Memory budgets in float32 numbers (BYTES each) at a row's fwd+bwd peak: inputs, projections and
-# activations with their gradients are a few dozen N·d each row; softmax's scores and weights with
-# their gradients are a few N×N per head.
-BYTES = 4
-LINEAR_FLOATS = 32  # per token and channel: × N·d·batch
-QUADRATIC_FLOATS = 4  # N×N matrices per head: × N²·heads·batch
-
-
-@dataclass(frozen=True)
-class Setting:
-    """One row of the benchmark: a module at one width (and head count, where it has heads). Not the
-    kit's `attnx.testing.cases.Case`, which is a check a mechanism must pass."""
-
-    kind: str  # "attention" | "encoder" | "lm" (a decoder-only model of one block of `name`)
-    name: str
-    score: str | None
-    dim: int
-    heads: int | None
-    causal: bool = False
-
-    @property
-    def label(self) -> str:
-        what = f"{self.name}/{self.score}" if self.score else self.name
-        if self.kind == "encoder":
-            what = f"{self.name} encoder"
-        elif self.kind == "lm":
-            what = f"lm ({self.name})"
-        heads = f" h={self.heads}" if self.heads else ""
-        return f"{what} d={self.dim}{heads}" + (" causal" if self.causal else "")
-
-    @property
-    def memory_growth(self) -> int:
-        if self.kind == "encoder":
-            return ENCODER_GROWTH[self.name]
-        return attention_class(self.name).memory_growth
 
 
 @dataclass(frozen=True)
@@ -146,88 +82,8 @@ class Point:
     state_why: str = ""  # why there is none: not a causal row, or undeclared
 
 
-def attention_class(name: str) -> type[Attention]:
-    """The registered mechanism `name`, typed: the registry holds only `Attention` subclasses of this kind."""
-    cls = registry.get("attention", name)
-    assert issubclass(cls, Attention)
-    return cls
-
-
 def default_device() -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def attention_settings(
-    names: Sequence[str],
-    scores: Sequence[str] | None,
-    dims: Sequence[int],
-    heads: Sequence[int],
-    causal: bool,
-) -> list[Setting]:
-    """Every (mechanism, score, d, heads): a mechanism that takes a score runs with each of `scores`
-    (its own when None), one that takes none without."""
-    found: list[Setting] = []
-    for name in names:
-        own = attention_class(name).default_score
-        chosen: Sequence[str | None] = [None] if own is None else (scores or [own])
-        for score in chosen:
-            found += [
-                Setting("attention", name, score, d, h, causal) for d, h in widths(dims, heads, _heads(name))
-            ]
-    return found
-
-
-def lm_settings(names: Sequence[str], dims: Sequence[int], heads: Sequence[int]) -> list[Setting]:
-    """Each mechanism as the causal self-attention of a one-block decoder-only model."""
-    found: list[Setting] = []
-    for name in names:
-        if not attention_class(name).causal:
-            raise ValueError(
-                f"--lm {name}: it declares no causal mask, so it cannot be an lm's self-attention"
-            )
-        found += [Setting("lm", name, None, d, h, causal=True) for d, h in widths(dims, heads, _heads(name))]
-    return found
-
-
-def encoder_settings(names: Sequence[str], dims: Sequence[int], heads: Sequence[int]) -> list[Setting]:
-    found: list[Setting] = []
-    for name in names:
-        if name not in ENCODERS:
-            raise ValueError(f"--encoder must name some of {', '.join(ENCODERS)}; got {name!r}")
-        found += [Setting("encoder", name, None, d, h) for d, h in widths(dims, heads, ENCODER_HEADS[name])]
-    return found
-
-
-def _heads(name: str) -> bool:
-    return "num_heads" in registry.registry("attention").entry(name).hyperparams()
-
-
-def widths(dims: Sequence[int], heads: Sequence[int], has_heads: bool) -> list[tuple[int, int | None]]:
-    """(d, heads) pairs of the grid; heads None for a module without them."""
-    if not has_heads:
-        return [(d, None) for d in dims]
-    for d in dims:
-        for h in heads:
-            if d % h:
-                raise ValueError(f"--heads must divide --dim; got d={d}, heads={h}")
-    return [(d, h) for d in dims for h in heads]
-
-
-def module_for(setting: Setting, max_len: int) -> nn.Module:
-    """The module a setting measures, built as `attnx train` builds it."""
-    if setting.kind == "encoder":
-        params = ENCODERS[setting.name](setting.dim, setting.heads, max_len)
-        return build_host("encoder", {"name": setting.name, **params}, vocab_size=VOCAB)
-    hyper = {} if setting.heads is None else {"num_heads": setting.heads}
-    if setting.kind == "lm":
-        lm: dict[str, Any] = {"d_model": setting.dim, "num_layers": 1, "ff_dim": 2 * setting.dim}
-        lm |= {"dropout": 0.0, "positions": "sinusoidal", "max_len": max_len}
-        return build_model("lm", VOCAB, None, {"name": setting.name, **hyper}, None, {}, lm=lm)
-    factory = None if setting.score is None else score_factory({"name": setting.score})
-    d = setting.dim
-    return registry.build(
-        "attention", {"name": setting.name, **hyper}, query_dim=d, key_dim=d, value_dim=d, score=factory
-    )
 
 
 def workload(
@@ -331,19 +187,6 @@ def measure(setting: Setting, module: nn.Module, n: int, timing: Timing, device:
         state_bytes=state_bytes,
         state_why=state_why,
     )
-
-
-def budget(growth: int, n: int, dim: int, heads: int | None, batch: int) -> float:
-    """Bytes a row of memory growth 1 or 2 may hold at its peak over n positions (module docstring)."""
-    floats = LINEAR_FLOATS * n * dim * batch
-    if growth > 1:
-        floats += QUADRATIC_FLOATS * n * n * (heads or 1) * batch
-    return floats * BYTES
-
-
-def budget_rule(growth: int) -> str:
-    linear = f"{LINEAR_FLOATS}·N·d·batch"
-    return linear if growth == 1 else f"{linear} + {QUADRATIC_FLOATS}·N²·heads·batch"
 
 
 def measure_all(

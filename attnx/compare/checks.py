@@ -7,14 +7,14 @@ the models' `max_len`.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, NamedTuple
 
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
-from attnx.compare.matching import decoding_model
+from attnx.cli import Needs, unmet
 from attnx.compare.plan import WEIGHT_DECAY, Arm
 from attnx.config.compose import (
     ConfigError,
@@ -25,11 +25,61 @@ from attnx.config.compose import (
     file_in_the_way,
     group_options,
 )
+from attnx.config.resolved import ResolvedRun
 from attnx.report.runs import lower_is_better
 from attnx.track.convergence import natural_ceiling
 
-if TYPE_CHECKING:
-    from attnx.models.sites import Sites
+
+class Given(NamedTuple):
+    """What an option of compare's may act with: the composed config, and the candidate's keys."""
+
+    cfg: DictConfig
+    candidate: set[str]  # the keys naming it: `attention`, `score` or both
+
+
+def _protocol(flag: str) -> Callable[[Given], bool]:
+    return lambda given: bool(OmegaConf.select(given.cfg.protocol, flag))
+
+
+# compare's keys that act only with another (`attnx.cli.Needs`): given alone on the command line, refused
+GRID = "is an axis of MAD's grid"
+NEEDS = (
+    Needs(
+        "protocol.lr_grid",
+        "is what protocol.lr_search tries",
+        "protocol.lr_search=true",
+        _protocol("lr_search"),
+    ),
+    Needs("protocol.grid.lr", GRID, "protocol.grid.enabled=true", _protocol("grid.enabled")),
+    Needs("protocol.grid.weight_decay", GRID, "protocol.grid.enabled=true", _protocol("grid.enabled")),
+    Needs(
+        "protocol.param_tolerance",
+        "bounds protocol.match_params",
+        "protocol.match_params=true",
+        _protocol("match_params"),
+    ),
+    Needs(
+        "protocol.state_tolerance",
+        "bounds protocol.match_state",
+        "protocol.match_state=true",
+        _protocol("match_state"),
+    ),
+    Needs(
+        "score_host",
+        "is the mechanism a candidate score runs in",
+        "score=NAME without attention=NAME",
+        lambda given: "attention" not in given.candidate,
+    ),
+)
+
+
+def check_alone(cfg: DictConfig, compare: list[str], candidate: list[str]) -> None:
+    """No key of compare's (`compare`, its overrides) given without the one it acts with (`NEEDS`)."""
+    keys = {o.partition("=")[0].lstrip("+~") for o in compare}
+    named = {o.partition("=")[0].split(".")[0] for o in candidate}
+    refusal = unmet(NEEDS, keys.__contains__, Given(cfg, named))
+    if refusal is not None:
+        raise ConfigError(refusal)
 
 
 def check_keys(cfg: DictConfig) -> None:
@@ -230,27 +280,27 @@ def check_runs(cfg: DictConfig, runs: list[str], suite: str) -> None:
 
 def check_arms(
     cfg: DictConfig, arms: list[Arm], runs: list[str]
-) -> tuple[dict[str, list[Arm]], dict[tuple[str, str], str]]:
+) -> tuple[dict[str, list[Arm]], dict[tuple[str, str], str], dict[tuple[str, str], ResolvedRun]]:
     """Per task, the arms whose composed config validates; the others with the one line that says why
-    (`attention=none: NoAttention cannot be a causal self-attention layer ...`). A config the user got
+    (`attention=none: NoAttention cannot be a causal self-attention layer ...`); and every hosted (task,
+    arm)'s resolved run, which matching reads again rather than composing it anew. A config the user got
     wrong for every arm (a mistyped key) is an error, not a row of refusals; so is a task whose metric
     its runs never log, a width key its config lacks, or data longer than its models take."""
     from attnx.config.validation import validate
 
     hosted: dict[str, list[Arm]] = {}
     refused: dict[tuple[str, str], str] = {}
+    resolved: dict[tuple[str, str], ResolvedRun] = {}
     decoding: set[str] = set()  # the tasks whose model decodes (lm): what protocol.match_state matches
     for task, spec in cfg.tasks.items():
-        hosted[task], configs = [], []
+        hosted[task] = []
         for arm in arms:
             try:
-                config = compose([*spec.overrides, *arm.at(spec.site), *runs])
-                sites = validate(config)
+                resolved[(task, arm.label)] = validate(compose([*spec.overrides, *arm.at(spec.site), *runs]))
             except (ConfigError, ValueError, registry.RegistryError) as error:
                 refused[(task, arm.label)] = str(error)
                 continue
             hosted[task].append(arm)
-            configs.append((config, sites))
         if not hosted[task]:
             raise ConfigError(f"suite task {task}: no arm can run: {refused[(task, arms[0].label)]}")
         if (task, spec.get("baseline")) in refused:
@@ -259,9 +309,11 @@ def check_arms(
                 + refused[(task, spec.baseline)]
             )
         try:
-            if _check_task(spec, configs, cfg.protocol.match_state):
+            if _check_task(
+                spec, [resolved[(task, arm.label)] for arm in hosted[task]], cfg.protocol.match_state
+            ):
                 decoding.add(task)
-        except ConfigError as error:
+        except (ConfigError, ValueError) as error:
             raise ConfigError(f"suite task {task}: {error}") from None
     if all((task, arms[-1].label) in refused for task in cfg.tasks):
         why = refused[(next(iter(cfg.tasks)), arms[-1].label)]
@@ -270,26 +322,26 @@ def check_arms(
         raise ConfigError(
             "protocol.match_state=true: no suite task's model decodes (an lm task's): no state to match"
         )
-    return hosted, refused
+    return hosted, refused, resolved
 
 
-def _check_task(spec: DictConfig, configs: Sequence[tuple[DictConfig, Sites]], match_state: bool) -> bool:
-    """The task's data (built here, once) against every hosted arm's model, its metric against what
-    its runs log (the first arm's model, on the sites validation checked), its width keys against its
-    config (under `match_state`, an lm task must have them). Whether its model decodes (an lm's)."""
-    from attnx.config.validation import check_lengths
-    from attnx.lit import lit_module
-    from attnx.train.assemble import model_spec
+def _check_task(spec: DictConfig, resolved: Sequence[ResolvedRun], match_state: bool) -> bool:
+    """The task's lengths against every hosted arm's model (its declared shape, or its data built here,
+    once, when some arm's model limits what it reads), its metric against what its runs log (declared:
+    nothing is built for it), its width keys against its config (under `match_state`, an lm task must have
+    them). Whether its model decodes (an lm's)."""
+    from attnx.tasks.base import check_fit
 
-    first, sites = configs[0]
-    task = registry.build("task", first.task)
-    task.setup()
-    for config, _ in configs:
-        check_lengths(config, task)
-    tested = lit_module(model_spec(first, task), sites).logged_metrics("test")
+    first = resolved[0]
+    name = first["task"]["name"]
+    if any(run.readers for run in resolved):
+        shape = first.shape or registry.build("task", first["task"]).shape()
+        for run in resolved:
+            check_fit(run.readers, shape, name)
+    tested = first.logged("test")
     if spec.metric not in tested:
         raise ConfigError(f"metric {spec.metric}: its runs never log it; they log {', '.join(tested)}")
-    decodes = decoding_model(task)
+    decodes = first.model_type.decodes
     if match_state and decodes and (OmegaConf.is_missing(spec, "width") or not spec.width):
         raise ConfigError(f"no width; {_TASK_KEYS['width']}")
     if not OmegaConf.is_missing(spec, "width"):
@@ -297,16 +349,23 @@ def _check_task(spec: DictConfig, configs: Sequence[tuple[DictConfig, Sites]], m
     return decodes
 
 
-def _check_widths(keys: Iterable[str], config: DictConfig) -> None:
-    """Each width key is an integer key of the composed config; an unknown one lists its section's."""
+def _check_widths(keys: Iterable[str], run: ResolvedRun) -> None:
+    """Each width key is an integer key of the run's config; an unknown one lists its section's."""
     for key in keys:
-        value = OmegaConf.select(config, key, default=None)
+        section, _, field = key.rpartition(".")
+        node = _select(run.sections, section)
+        value = node.get(field) if isinstance(node, Mapping) else None
         if isinstance(value, int) and not isinstance(value, bool):
             continue
-        section, _, _ = key.rpartition(".")
-        node = OmegaConf.select(config, section, default=None) if section else config
-        items = node.items() if isinstance(node, DictConfig) else []
+        items = node.items() if isinstance(node, Mapping) else []
         names = [str(k) for k, v in items if isinstance(v, int) and not isinstance(v, bool)]
         known = [f"{section}.{k}" if section else k for k in names]
         found = "is no integer" if value is not None else "does not exist"
         raise ConfigError(f"width key {key} {found}; integer keys there: {', '.join(known) or '(none)'}")
+
+
+def _select(node: Any, dotted: str) -> Any:
+    """The value at a dotted key of plain data, or None."""
+    for part in filter(None, dotted.split(".")):
+        node = node.get(part) if isinstance(node, Mapping) else None
+    return node

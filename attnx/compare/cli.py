@@ -45,7 +45,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
-from attnx.compare.checks import check_arms, check_keys, check_runs
+from attnx.compare.checks import check_alone, check_arms, check_keys, check_runs
 from attnx.compare.matching import Matched, state_bytes, with_matched_widths
 from attnx.compare.phases import inference_ms, launch
 from attnx.compare.plan import Arm, final_jobs, search_jobs, with_best_rates
@@ -96,12 +96,13 @@ def main(argv: list[str]) -> int:
         request = split(argv)
         cfg = compose_compare(request.compare)
         check_keys(cfg)
+        check_alone(cfg, request.compare, request.candidate)
         suite = suite_name(request.compare)
         check_runs(cfg, request.runs, suite)
         candidate = candidate_arm(cfg, request.candidate)
         arms = [Arm(m, (f"attention={m}",)) for m in cfg.mechanisms if m != candidate.label] + [candidate]
         out = Path(cfg.out or Path("compare") / suite / slug(candidate.label))
-        hosted, refused = check_arms(cfg, arms, request.runs)
+        hosted, refused, resolved = check_arms(cfg, arms, request.runs)
     except (ConfigError, registry.RegistryError, registry.PluginImportError) as error:
         print(f"attnx compare: {error}", file=sys.stderr)
         return 2
@@ -124,10 +125,10 @@ def main(argv: list[str]) -> int:
     matched: dict[tuple[str, str], Matched] = {}
     unmatched: dict[str, str] = {}
     if cfg.protocol.match_params or cfg.protocol.match_state:
-        jobs, matched, unmatched = with_matched_widths(jobs, cfg, request.runs)
+        jobs, matched, unmatched = with_matched_widths(jobs, cfg, resolved)
     failed += launch(out / "runs", cfg, jobs, runs)
     bench_ms = inference_ms(out / "bench", cfg, arms)
-    state = state_bytes(jobs, cfg, request.runs) if cfg.pareto == "state" else None
+    state = state_bytes(jobs, resolved) if cfg.pareto == "state" else None
     from attnx.compare.report import CompareStudy, write_report
 
     study = CompareStudy(

@@ -10,21 +10,21 @@ model that decodes token by token (an lm task's) has one.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig
 
 from attnx import registry
 from attnx.compare.plan import Job
-from attnx.config.compose import compose
+from attnx.config.resolved import ResolvedRun, thawed
 
 MAX_SCALE = 8  # widths are searched between 1 and MAX_SCALE times their configured value
 # a model's measure at some widths: an int, None when the model declares none, ValueError when it cannot
 # be built there (a width the heads do not divide)
-Measure = Callable[[DictConfig, Any, dict[str, int]], "int | None"]
+Measure = Callable[[ResolvedRun, Any, dict[str, int]], "int | None"]
 
 
 @dataclass(frozen=True)
@@ -42,33 +42,30 @@ class Matched:
 
 
 def with_matched_widths(
-    jobs: list[Job], cfg: DictConfig, runs: list[str]
+    jobs: list[Job], cfg: DictConfig, resolved: Mapping[tuple[str, str], ResolvedRun]
 ) -> tuple[list[Job], dict[tuple[str, str], Matched], dict[str, str]]:
     """Each job with its arm's matched widths for its task, what matching found per (task, arm), and the
     tasks left at their configured widths with why (under match_state: a model that does not decode, or a
-    baseline that declares no state)."""
+    baseline that declares no state). `resolved`: each (task, arm label)'s run, as compare's checks
+    resolved it."""
     state = bool(cfg.protocol.match_state)
     measure, tolerance = (
         (decoding_state, cfg.protocol.state_tolerance)
         if state
-        else (
-            parameters,
-            cfg.protocol.param_tolerance,
-        )
+        else (parameters, cfg.protocol.param_tolerance)
     )
     matched: dict[tuple[str, str], Matched] = {}
     skipped: dict[str, str] = {}
     for task, spec in cfg.tasks.items():
         arms = list(dict.fromkeys(job.arm for job in jobs if job.task == task))
         baseline = next((arm for arm in arms if arm.label == cfg.baseline), arms[0])
-        overrides = [[*spec.overrides, *arm.at(spec.site), *runs] for arm in arms]
-        configs = {arm.label: compose(o) for arm, o in zip(arms, overrides)}
-        built = registry.build("task", configs[baseline.label].task)
-        if state and not decoding_model(built):
+        runs = {arm.label: resolved[(task, arm.label)] for arm in arms}
+        built = registry.build("task", runs[baseline.label]["task"])
+        if state and not runs[baseline.label].model_type.decodes:
             skipped[task] = f"its {built.model_type} model does not decode token by token, so it has no state"
             continue
         try:
-            found = match_widths(configs, built, list(spec.width), baseline.label, tolerance, measure)
+            found = match_widths(runs, built, list(spec.width), baseline.label, tolerance, measure)
         except LookupError as error:
             skipped[task] = str(error)
             continue
@@ -83,14 +80,14 @@ def with_matched_widths(
 
 
 def match_widths(
-    configs: dict[str, DictConfig],
+    runs: Mapping[str, ResolvedRun],
     task: Any,
     keys: Sequence[str],
     baseline: str,
     tolerance: float,
     measure: Measure,
 ) -> dict[str, Matched]:
-    """Per arm label (its composed config in `configs`), the widths (`keys`, scaled together from their
+    """Per arm label (its resolved run in `runs`), the widths (`keys`, scaled together from their
     configured values) whose measure is closest to the baseline's at its configured widths; the baseline
     keeps its own, and an arm without the measure keeps the configured widths. LookupError when the
     baseline has no measure."""
@@ -99,54 +96,56 @@ def match_widths(
             "protocol.match_params and match_state need the task's width keys (its `width:` list)"
         )
     task.setup()  # the vocabularies and lengths: what the embedding, output and state sizes follow
-    defaults = [int(OmegaConf.select(configs[baseline], key)) for key in keys]
-    target = measure(configs[baseline], task, dict(zip(keys, defaults)))
+    defaults = [int(_at(runs[baseline].sections, key)) for key in keys]
+    target = measure(runs[baseline], task, dict(zip(keys, defaults)))
     if target is None:
         raise LookupError(f"the baseline {baseline} declares no decoding state, so there is none to match")
     found = {}
-    for label, cfg in configs.items():
+    for label, run in runs.items():
         configured = dict(zip(keys, defaults))
-        if measure(cfg, task, configured) is None:  # nothing to scale towards the target
+        if measure(run, task, configured) is None:  # nothing to scale towards the target
             found[label] = Matched(None, target, tuple(configured.items()), False)
             continue
-        widths = _closest(partial(measure, cfg, task), keys, defaults, target)
-        value = measure(cfg, task, widths)
+        widths = _closest(partial(measure, run, task), keys, defaults, target)
+        value = measure(run, task, widths)
         within = value is not None and abs(value - target) <= tolerance * target
         found[label] = Matched(value, target, tuple(widths.items()), within)
     return found
 
 
-def model_at(cfg: DictConfig, task: Any, widths: dict[str, int]) -> Any:
-    """The model `cfg` builds for `task` at `widths`; ValueError when it cannot be built there."""
+def model_at(run: ResolvedRun, task: Any, widths: dict[str, int]) -> Any:
+    """The model `run` builds for `task` at `widths`; ValueError when it cannot be built there."""
     from attnx.lit import lit_module
     from attnx.train.assemble import model_spec
 
-    cfg = cfg.copy()
+    sections = thawed(run.sections)
     for key, value in widths.items():
-        OmegaConf.update(cfg, key, value)
-    return lit_module(model_spec(cfg, task)).model
+        section, _, field = key.rpartition(".")
+        _at(sections, section)[field] = value
+    return lit_module(model_spec(run.model_type, sections, task)).model
 
 
-def parameters(cfg: DictConfig, task: Any, widths: dict[str, int]) -> int:
-    """The parameter count of `cfg`'s model at `widths`."""
-    return sum(p.numel() for p in model_at(cfg, task, widths).parameters())
+def _at(node: Any, dotted: str) -> Any:
+    """The value at a dotted key of plain data."""
+    for part in filter(None, dotted.split(".")):
+        node = node[part]
+    return node
 
 
-def decoding_model(task: Any) -> bool:
-    """Whether a task's model decodes token by token, keeping a state per sequence (an lm's)."""
-    return bool(task.model_type == "lm")
+def parameters(run: ResolvedRun, task: Any, widths: dict[str, int]) -> int:
+    """The parameter count of `run`'s model at `widths`."""
+    return sum(p.numel() for p in model_at(run, task, widths).parameters())
 
 
 def test_length(task: Any) -> int:
     """The task's longest test sequence: the n its state is measured at."""
-    task.setup()
-    return int(task.splits["test"].src_len.max())
+    return int(task.shape().source["test"])
 
 
-def decoding_state(cfg: DictConfig, task: Any, widths: dict[str, int]) -> int | None:
-    """The numbers `cfg`'s model keeps per sequence after the task's longest test sequence, None when it
+def decoding_state(run: ResolvedRun, task: Any, widths: dict[str, int]) -> int | None:
+    """The numbers `run`'s model keeps per sequence after the task's longest test sequence, None when it
     declares none (a model or mechanism without `state_size`)."""
-    return state_of(model_at(cfg, task, widths), test_length(task))
+    return state_of(model_at(run, task, widths), test_length(task))
 
 
 def state_of(model: Any, n: int) -> int | None:
@@ -154,25 +153,28 @@ def state_of(model: Any, n: int) -> int | None:
     return None if size is None else size(n)
 
 
-def state_bytes(jobs: list[Job], cfg: DictConfig, runs: list[str]) -> dict[tuple[str, str], int | None]:
+def state_bytes(
+    jobs: list[Job], resolved: Mapping[tuple[str, str], ResolvedRun]
+) -> dict[tuple[str, str], int | None]:
     """Per (task, arm label), the decoding state in bytes per sequence at the task's longest test sequence
     and the arm's widths (numbers times the bytes of the model's parameters); None where the model does not
     decode or declares no state."""
     found: dict[tuple[str, str], int | None] = {}
     tasks: dict[str, Any] = {}
     for job in jobs:
-        if (job.task, job.arm.label) in found:
+        key = (job.task, job.arm.label)
+        if key in found:
             continue
-        spec = cfg.tasks[job.task]
-        config = compose([*spec.overrides, *job.arm.at(spec.site), *runs])
-        task = tasks.setdefault(job.task, registry.build("task", config.task))
-        if not decoding_model(task):
-            found[(job.task, job.arm.label)] = None
+        run = resolved[key]
+        if not run.model_type.decodes:
+            found[key] = None
             continue
-        model = model_at(config, task, dict(job.widths))
+        task = tasks.setdefault(job.task, registry.build("task", run["task"]))
+        task.setup()
+        model = model_at(run, task, dict(job.widths))
         numbers = state_of(model, test_length(task))
         size = next(model.parameters()).element_size()
-        found[(job.task, job.arm.label)] = None if numbers is None else numbers * size
+        found[key] = None if numbers is None else numbers * size
     return found
 
 

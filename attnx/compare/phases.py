@@ -68,7 +68,8 @@ def inference_ms(folder: Path, cfg: DictConfig, arms: list[Arm]) -> dict[str, fl
     import torch
 
     from attnx.bench.cli import write_csv
-    from attnx.bench.points import Timing, attention_settings, default_device, measure_all
+    from attnx.bench.points import Timing, default_device, measure_all
+    from attnx.bench.settings import attention_settings
 
     measured: dict[str, float] = {}
     for arm in arms:

@@ -29,8 +29,9 @@ from attnx.report import stats
 from attnx.report.document import Image, Section, Table
 from attnx.report.figures import line_plot
 from attnx.report.runs import Row, read_run, text
-from attnx.report.sections import Study, sections
+from attnx.report.sections import sections
 from attnx.report.significance import NOT_CONVERGED, Cells, convergence, mean_rank, ranks, win_matrix
+from attnx.report.study import Study
 
 METRIC, VAL_METRIC = "test/metric", "val/metric"
 

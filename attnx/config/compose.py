@@ -139,26 +139,30 @@ RENAMED = {"model": "classifier"}  # config groups renamed since, old -> new: th
 
 def renamed_keys(argv: list[str]) -> list[str]:
     """`argv` with each override of a renamed group or its keys (`model.dropout=0.2`, `model=default`,
-    `+model.x=1`, `~model`) written with today's name (`RENAMED`), and a FutureWarning naming it."""
+    `+model.x=1`, `~model`) written with today's name (`RENAMED`), and a `RenamedWarning` naming it."""
     found = []
     for arg in argv:
         match = re.match(r"(~|\+\+|\+)?(\w+)(?=[.=@]|$)", arg)
         if match and match.group(2) in RENAMED and ("=" in arg or arg.startswith("~")):
             old, new = match.group(2), RENAMED[match.group(2)]
             arg = f"{match.group(1) or ''}{new}{arg[match.end() :]}"
-            warnings.warn(f"`{old}` is now `{new}`: write {arg}", FutureWarning, stacklevel=2)
+            warnings.warn(f"`{old}` is now `{new}`: write {arg}", registry.RenamedWarning, stacklevel=2)
         found.append(arg)
     return found
 
 
 def renamed_sections(cfg: DictConfig) -> None:
     """A composed config's section under an old name (`RENAMED`: `model:` in a user's experiment or
-    task_defaults file) merged over today's, with a FutureWarning, and removed: the run sees one section."""
+    task_defaults file) merged over today's, with a `RenamedWarning`, and removed: the run sees one
+    section."""
     for old, new in RENAMED.items():
         with open_dict(cfg):
             section = cfg.pop(old, None)
             if section is not None:
-                warnings.warn(f"config section `{old}:` is now `{new}:`", FutureWarning, stacklevel=2)
+                # warned from here, not the caller: a run reads its config more than once (check,
+                # then the job), and Python shows a warning once per place it is issued from
+                message = f"config section `{old}:` is now `{new}:`"
+                warnings.warn(message, registry.RenamedWarning, stacklevel=1)
                 cfg[new] = OmegaConf.merge(cfg[new], section)
 
 

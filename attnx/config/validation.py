@@ -1,29 +1,30 @@
 """Semantic checks of a composed `attnx train` config that Hydra's types cannot express, run before
-any training starts: bounds by key (`BOUNDS`) and by field name (`FIELD_RULES`), keys appended past
-the schema, AdamW's betas, the Trainer's arguments against Lightning's signature, and plugins against
-the conformance kit's shape check. Each error is a ConfigError that names the key and the value.
+any training starts, and the `ResolvedRun` they leave (`validate`): bounds by key (`BOUNDS`) and by field
+name (`FIELD_RULES`), keys appended past the schema, AdamW's betas, the Trainer's and callbacks' arguments
+(`attnx.config.lightning`), the task's own arguments, the attention sites, plugins against the conformance
+kit's shape check, the metrics callbacks and convergence name, and (where the task declares its shape)
+the data's lengths against the model's. Each error is a ConfigError (or the task's ValueError) that names
+the key and the value.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import inspect
 import operator
-import tempfile
-import types
-import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from fnmatch import fnmatch
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
-from omegaconf import DictConfig, ListConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
-from attnx.config.compose import ConfigError, plain
-from attnx.models.spec import PARTS
-from attnx.models.spec import SECTIONS as PART_SECTIONS
+from attnx.config.compose import ConfigError
+from attnx.config.lightning import check_callbacks, check_trainer
+from attnx.config.resolved import PLUMBING, ResolvedRun, frozen
+from attnx.registry import Metric, ModelType
+from attnx.tasks.base import Reader, Task, check_fit
+from attnx.track.results import unwritable
 
 if TYPE_CHECKING:
     from attnx.models.sites import Sites
@@ -71,17 +72,16 @@ def check_bounds(cfg: DictConfig, bounds: Mapping[str, tuple[str, float]] = BOUN
             raise ConfigError(f"{key} must be {comparison} {bound}, got {value}")
 
 
-def check_fields(cfg: DictConfig) -> None:
+def check_fields(sections: Mapping[str, Any]) -> None:
     """FIELD_RULES on every field of SECTIONS, by its name, slots' sub-sections included
     (`encoder.attention.num_heads`)."""
     for section in SECTIONS:
-        values = OmegaConf.to_container(cfg[section], resolve=True) if cfg.get(section) is not None else {}
-        _check_fields(section, cast(dict[str, Any], values))
+        _check_fields(section, sections.get(section) or {})
 
 
-def _check_fields(path: str, values: dict[str, Any]) -> None:
+def _check_fields(path: str, values: Mapping[str, Any]) -> None:
     for key, value in values.items():
-        if isinstance(value, dict):
+        if isinstance(value, Mapping):
             _check_fields(f"{path}.{key}", value)
             continue
         rule = next((r for r in FIELD_RULES if any(fnmatch(key, p) for p in r[0])), None)
@@ -98,17 +98,6 @@ def check_betas(cfg: DictConfig) -> None:
         )
 
 
-def unwritable(folder: Path) -> str | None:
-    """Why `folder` cannot be made and written into, or None; makes it, as its first writer would."""
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryFile(dir=folder):
-            pass
-    except OSError as error:
-        return error.strerror or str(error)
-    return None
-
-
 def check_creatable(key: str, folder: Path) -> None:
     """Fail before training, not when the first compile would, on a folder that cannot be made."""
     why = unwritable(folder)
@@ -116,17 +105,16 @@ def check_creatable(key: str, folder: Path) -> None:
         raise ConfigError(f"{key}={folder}: cannot create or write the folder ({why})")
 
 
-def validate(cfg: DictConfig, here: bool = True) -> Sites:
+def validate(cfg: DictConfig, here: bool = True) -> ResolvedRun:
     """Semantic checks Hydra's types cannot express; each error names the keys involved. Not `here`:
     the run will run on another machine (a SLURM sweep's job, checked before it is submitted), whose
-    accelerators this one cannot see. Returns the run's checked attention sites (`check_sites`), for
-    the model, the results record and the heatmaps."""
+    accelerators this one cannot see. Returns the run resolved once (`ResolvedRun`): its sections as
+    plain data, its model type, its checked attention sites and its declared metrics."""
     appended = _appended(cfg)
     if appended:
         key, fields = appended[0]
         raise ConfigError(f"unknown key {key}; allowed: {', '.join(fields)}")
     check_bounds(cfg)
-    check_fields(cfg)
     check_betas(cfg)
     if cfg.resume not in (None, "auto"):
         raise ConfigError(f"resume must be null or auto, got {cfg.resume!r}")
@@ -136,200 +124,117 @@ def validate(cfg: DictConfig, here: bool = True) -> Sites:
         check_creatable("compile_cache", Path(cfg.compile_cache))
     check_trainer(cfg.trainer, here)
     check_callbacks(cfg)
-    sites = check_sites(cfg)
-    check_plugins(cfg, sites)
-    return sites
+    sections = resolve(cfg)
+    check_fields(sections)
+    task: Task = registry.build("task", sections["task"])  # its own argument checks; no data is built
+    kind = registry.model_type(task.model_type)
+    sites = check_sites(kind, sections)
+    check_plugins(sections, kind, sites)
+    metrics = declared_metrics(kind, task)
+    name = sections["task"]["name"]
+    check_monitors(cfg, metrics, name)
+    judged = check_convergence(sections["convergence"], metrics, kind, name)
+    readers = readers_of(kind, sections)
+    shape = task.declared_shape()
+    if shape is not None:  # else the run checks its data once built (attnx.train.assemble)
+        check_fit(readers, shape, name)
+    return ResolvedRun(frozen(sections), kind, sites, metrics, judged, readers, shape)
 
 
-def check_sites(cfg: DictConfig) -> Sites:
+def resolve(cfg: DictConfig) -> dict[str, Any]:
+    """Every key of a composed config but `PLUMBING`, as plain data, resolved: the one conversion of the
+    run's sections; `???` left unset is an error naming the key."""
+    kept = [key for key in cfg if key not in PLUMBING]
+    try:
+        return {
+            str(key): OmegaConf.to_container(cfg[key], resolve=True, throw_on_missing=True)
+            if isinstance(cfg[key], DictConfig)
+            else cfg[key]
+            for key in kept
+        }
+    except Exception as error:  # a missing value, a broken interpolation: OmegaConf names the key
+        from attnx.config.compose import one_line
+
+        raise ConfigError(one_line(error)) from error
+
+
+def declared_metrics(kind: ModelType, task: Task) -> dict[str, Metric]:
+    """Every metric a run of `task` logs, by the name it logs at each split (`val/acc`, `test/acc`,
+    `test@2x/acc`), with its declaration: the model type's metrics and the task's text metrics (BLEU,
+    PER: torchmetrics' own `higher_is_better` and bounds). Nothing is built but the metric objects."""
+    own = [*kind.metrics, *(text_metric(name, metric) for name, metric in task.text_metrics().items())]
+    splits = ["val", *task.split_names()[2:]]  # the test splits: test, then its slices
+    return {metric.at(split): metric for split in splits for metric in own}
+
+
+def text_metric(name: str, metric: Any) -> Metric:
+    """A torchmetrics Metric as attnx declares metrics: its own direction, and its bound on that side."""
+    higher = metric.higher_is_better is not False
+    return Metric(name, higher, metric.plot_upper_bound if higher else metric.plot_lower_bound)
+
+
+def check_sites(kind: ModelType, sections: Mapping[str, Any]) -> Sites:
     """Every attention site's mechanism can serve it (`attnx.models.sites`: capability flags, positions),
     and the rnn decoder knows the cross-attention's placement. Returns the checked sites, which the
     model is then built from."""
     from attnx.models.sites import resolve_sites
     from attnx.nn.attention import PLACEMENTS
 
-    model_type = registry.get("task", cfg.task.name).model_type
-    parts = PARTS.get(model_type, ())
-    sections = {k: plain(cfg.get(k)) if k in parts else None for k in ("encoder", "decoder")}
+    parts = {k: sections.get(k) if k in kind.parts else None for k in ("encoder", "decoder")}
     try:
-        found = resolve_sites(
-            model_type, attention=plain(cfg.attention), score=plain(cfg.get("score")), **sections
-        )
+        found = resolve_sites(kind.name, {**sections, **parts})
     except ValueError as error:
         raise ConfigError(str(error)) from None
     attention = found.attention.mechanism.cls  # the class the sites resolved, not looked up again
-    if "decoder" in parts and cfg.decoder.name == "rnn" and attention.placement not in PLACEMENTS:
+    decoder = parts["decoder"]
+    if decoder is not None and decoder["name"] == "rnn" and attention.placement not in PLACEMENTS:
         raise ConfigError(
-            f"attention={cfg.attention.name} cannot drive the rnn decoder (placement "
+            f"attention={sections['attention']['name']} cannot drive the rnn decoder (placement "
             f"{attention.placement!r}, expected one of {', '.join(PLACEMENTS)}), so it cannot be used with "
-            f"the seq2seq task={cfg.task.name} and decoder=rnn"
+            f"the seq2seq task={sections['task']['name']} and decoder=rnn"
         )
     return found
 
 
-def check_lengths(cfg: DictConfig, task: Any) -> None:
-    """The longest sequence of a built task's splits fits the `max_len` of each model part that reads
-    it: the self-attention encoder refuses longer inputs, and a position table (`positions` other than
-    none) has no row past it. A decoder reads its targets (teacher-forced) and, on val and test, up to
-    `decode.max_len_ratio` x source + 5 decoded steps. Otherwise a ValueError once training started."""
-    sources = {split: int(data.src_len.max()) for split, data in task.splits.items() if len(data)}
-    parts = PARTS[task.model_type]  # the first reads the source (an lm's: the whole sequence)
-    reads = [(parts[0], sources, "source" if "encoder" in parts else "sequence")]  # (section, lengths, what)
-    if "decoder" in parts:
-        decoded = {s: int(cfg.decode.max_len_ratio * n) + 5 for s, n in sources.items() if s != "train"}
-        steps = {
-            split: max(int(data.tgt_len.max()) - 1, decoded.get(split, 0))
-            for split, data in task.splits.items()
-            if len(data)
-        }
-        reads.append(("decoder", steps, "decoder steps (targets, or decoding)"))
-    for section, lengths, what in reads:
-        node = cfg.get(section)
-        limit = node.get("max_len") if isinstance(node, DictConfig) else None
-        if limit is None or not lengths or (section != "encoder" and node.get("positions") == "none"):
+def readers_of(kind: ModelType, sections: Mapping[str, Any]) -> tuple[Reader, ...]:
+    """What each part of the model reads at most: the first part the source (an lm's, the sequence), a
+    decoder its steps; a part with a `max_len` limits it, unless it is a position table turned off
+    (`positions: none`; a self-attention encoder refuses longer inputs whatever its positions)."""
+    parts = kind.parts
+    found = []
+    for section, what, steps in (
+        (parts[0], "source" if "encoder" in parts else "sequence", False),
+        *((("decoder", "decoder steps (targets, or decoding)", True),) if "decoder" in parts else ()),
+    ):
+        node = sections.get(section)
+        if not isinstance(node, Mapping) or node.get("max_len") is None:
             continue
-        split, longest = max(lengths.items(), key=lambda item: item[1])
-        if longest > limit:
-            # a test slice (`test@4x`) is as long as task.test_slices asks
-            shorten = "lower task.test_slices" if "@" in split else "shorten the task"
-            raise ConfigError(
-                f"{section}.max_len={limit}: the {split} split of task={cfg.task.name} needs {longest} "
-                f"tokens of {what}; raise {section}.max_len to at least {longest} or {shorten}"
-            )
-
-
-def check_trainer(trainer: DictConfig, here: bool = True) -> None:
-    """Every `trainer.*` key is an argument of Lightning's Trainer with a value of its annotated type,
-    and the accelerator exists and (`here`) is available on this machine. The Trainer itself takes
-    `max_epochs=ten` and fails only when the fit loop compares it. Interpolated values are checked by
-    the Trainer."""
-    import lightning.pytorch as pl
-
-    check_arguments("trainer", trainer, pl.Trainer.__init__, "lightning's Trainer")
-    if isinstance(trainer.get("accelerator"), str):
-        check_accelerator(trainer.accelerator, here)
-
-
-def check_callbacks(cfg: DictConfig) -> None:
-    """Every callback's arguments against its `_target_`'s annotated signature, as for the Trainer:
-    Lightning's EarlyStopping takes `stopping_threshold=abc` and fails only at the first validation."""
-    from hydra.utils import get_object
-
-    for name, node in (cfg.get("callbacks") or {}).items():
-        if isinstance(node, DictConfig) and isinstance(node.get("_target_"), str):
-            check_arguments(f"callbacks.{name}", node, get_object(node._target_), node._target_)
-
-
-def check_arguments(path: str, node: DictConfig, target: Callable[..., Any], what: str) -> None:
-    """Each key of `node` is an argument of `target` (unless it takes **kwargs) with a value of its
-    annotated type. Interpolated values are left to the target."""
-    function = cast(Any, target).__init__ if isinstance(target, type) else target
-    hints = typing.get_type_hints(function)
-    takes_any = any(p.kind is p.VAR_KEYWORD for p in inspect.signature(function).parameters.values())
-    for node_key, value in node.items_ex(resolve=False):
-        key = str(node_key)
-        if key.startswith("_") or OmegaConf.is_interpolation(node, key):  # _target_, _partial_
+        if section != "encoder" and node.get("positions") == "none":
             continue
-        if key not in hints:
-            if takes_any:
-                continue
-            close = difflib.get_close_matches(key, list(hints), n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else ""
-            raise ConfigError(f"unknown key {path}.{key}: not an argument of {what}{hint}")
-        plain = OmegaConf.to_container(value) if isinstance(value, DictConfig | ListConfig) else value
-        if not _fits(plain, hints[key]):
-            expected = inspect.formatannotation(hints[key])
-            raise ConfigError(f"{path}.{key}={plain}: expected {expected}")
+        limit = int(node["max_len"])
+        ratio = float(sections["decode"]["max_len_ratio"]) if steps else 0.0
+        found.append(Reader(section, limit, what, steps, ratio))
+    return tuple(found)
 
 
-def _fits(value: Any, annotation: Any) -> bool:
-    """Whether a config value can be passed as `annotation`. Optional, Union, Literal, int, float,
-    bool, str, list and dict are checked; any other class passes, since a string or a `_target_`
-    node may stand for it (`strategy: ddp`, a profiler object)."""
-    origin, args = typing.get_origin(annotation), typing.get_args(annotation)
-    if origin in (typing.Union, types.UnionType):
-        return any(_fits(value, a) for a in args)
-    if origin is typing.Literal:
-        return value in args
-    if origin is list:
-        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
-    if origin is dict:
-        return isinstance(value, dict)
-    checked: dict[Any, type | tuple[type, ...]] = {
-        type(None): type(None),
-        bool: bool,
-        int: int,
-        float: (int, float),
-        str: str,
-        list: list,
-        dict: dict,
-    }
-    if annotation not in checked:
-        return True
-    # bool is an int to isinstance, but `max_epochs=true` is no number of epochs
-    return isinstance(value, checked[annotation]) and (annotation is bool or not isinstance(value, bool))
-
-
-def check_accelerator(name: str, here: bool = True) -> None:
-    """A known accelerator (Lightning's AcceleratorRegistry, and its `auto` and `gpu`) that is
-    available on this machine (unless not `here`); the error lists the ones that are."""
-    from lightning.pytorch.accelerators import AcceleratorRegistry
-
-    usable = {
-        n: AcceleratorRegistry[n]["accelerator"].is_available()
-        for n in AcceleratorRegistry.available_accelerators()
-    }
-    usable |= {"auto": True, "gpu": usable.get("cuda", False) or usable.get("mps", False)}
-    available = ", ".join(sorted(n for n, ok in usable.items() if ok))
-    if name not in usable:
-        close = difflib.get_close_matches(name, list(usable), n=1)
-        hint = f"; did you mean '{close[0]}'?" if close else ""
-        raise ConfigError(
-            f"trainer.accelerator={name}: unknown accelerator{hint} known: {', '.join(sorted(usable))}; "
-            f"available here: {available}"
-        )
-    if here and not usable[name]:
-        raise ConfigError(
-            f"trainer.accelerator={name}: not available on this machine; available: {available}"
-        )
-
-
-def check_plugins(cfg: DictConfig, sites: Sites) -> None:
+def check_plugins(sections: Mapping[str, Any], kind: ModelType, sites: Sites) -> None:
     """The conformance kit, whole, on every site whose mechanism or score is a plugin (shipped with attnx or
     the user's), at the run's configured values and at the dims its model gives the site (the model built
     here without data, to learn them): a plugin that breaks the contract at these values is one line before
     training. Each distinct site is checked once per process (`attnx.testing.check_run`)."""
-    from attnx.models.assembly import build_model
+    from attnx.models.assembly import Sizes
     from attnx.testing import check_run
 
-    parts = PARTS[sites.model_type]
-
-    def build() -> Any:
-        sections = {part: plain(cfg.get(part)) if part in parts else None for part in PART_SECTIONS}
-        return build_model(
-            sites.model_type,
-            4,
-            sections["encoder"],
-            plain(cfg.attention),
-            plain(cfg.get("score")),
-            sections["classifier"],
-            decoder=sections["decoder"],
-            tgt_vocab=4,
-            num_classes=2,
-            lm=sections["lm"],
-            sites=sites,
-        )
-
     try:
-        check_run(sites, build)
+        check_run(sites, lambda: kind.piece("model")(sections, sites, Sizes(4, 4, 2)))
     except AssertionError as error:
         raise ConfigError(str(error)) from None
 
 
-def check_monitors(cfg: DictConfig, logged: Iterable[str], task: str) -> None:
+def check_monitors(cfg: DictConfig, metrics: Mapping[str, Metric], task: str) -> None:
     """Every callback's `monitor` (the checkpoints' choice, `stop_at`) names a metric validation logs:
     Lightning would say so only at the end of the first epoch."""
-    logged = sorted(logged)
+    logged = sorted(name for name in metrics if name.startswith("val/"))
     for name, callback in (cfg.get("callbacks") or {}).items():
         monitor = None if callback is None else callback.get("monitor")
         if monitor is not None and monitor not in logged:
@@ -339,24 +244,24 @@ def check_monitors(cfg: DictConfig, logged: Iterable[str], task: str) -> None:
             )
 
 
-def check_convergence(cfg: DictConfig, logged: Iterable[str], model_type: str, task: str) -> str:
+def check_convergence(
+    convergence: Mapping[str, Any], metrics: Mapping[str, Metric], kind: ModelType, task: str
+) -> str:
     """The metric `convergence` judges (`convergence.metric`, or the model type's headline one), which
     validation must log, and a tolerance under its ceiling (a tolerance of a whole 0-1 metric calls every
     curve converged). Returns the metric."""
-    from attnx.track.convergence import HEADLINE, natural_ceiling
-
-    metric = cfg.convergence.metric or HEADLINE[model_type]
-    logged = sorted(logged)
+    metric = convergence["metric"] or f"val/{kind.headline}"
+    logged = sorted(name for name in metrics if name.startswith("val/"))
     if metric not in logged:
         raise ConfigError(
             f"convergence.metric={metric}: task {task} logs no such metric; it logs {', '.join(logged)}"
         )
-    ceiling = cfg.convergence.ceiling if cfg.convergence.ceiling is not None else natural_ceiling(metric)
-    if ceiling is not None and not cfg.convergence.tolerance < ceiling:
+    ceiling = convergence["ceiling"] if convergence["ceiling"] is not None else metrics[metric].ceiling
+    if ceiling is not None and metrics[metric].higher_is_better and not convergence["tolerance"] < ceiling:
         raise ConfigError(
-            f"convergence.tolerance must be < {ceiling} ({metric}'s ceiling), got {cfg.convergence.tolerance}"
+            f"convergence.tolerance must be < {ceiling} ({metric}'s ceiling), got {convergence['tolerance']}"
         )
-    return metric
+    return str(metric)
 
 
 def _appended(node: Any, prefix: str = "") -> list[tuple[str, list[str]]]:

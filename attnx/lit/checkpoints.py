@@ -30,8 +30,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
-from attnx.config.validation import unwritable
-from attnx.track.results import write_atomically
+from attnx.track.results import unwritable, write_atomically
 
 CHECKSUM = ".sha256"
 
@@ -50,11 +49,14 @@ class CheckpointWriteError(OSError):
 
 class VerifiedCheckpointIO(TorchCheckpointIO):
     """Lightning's checkpoint I/O with atomic writes, checksums and verified, safe loads. `saved_at`:
-    the global step each checkpoint this process wrote was taken at, by path."""
+    the global step each checkpoint this process wrote was taken at, by path. `preloaded`: checkpoints
+    verified already (a run's `ckpt_path`, the one `resume=auto` chose), by path, each handed to
+    Lightning's first load of it instead of reading and verifying the file again."""
 
-    def __init__(self) -> None:
+    def __init__(self, preloaded: dict[str, dict[str, Any]] | None = None) -> None:
         super().__init__()
         self.saved_at: dict[str, int] = {}
+        self.preloaded = dict(preloaded or {})
 
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Any = None) -> None:
         buffer = io.BytesIO()
@@ -71,7 +73,8 @@ class VerifiedCheckpointIO(TorchCheckpointIO):
         self.saved_at[str(path)] = checkpoint.get("global_step", -1)
 
     def load_checkpoint(self, path: Any, map_location: Any = None, weights_only: Any = None) -> dict:
-        return load(path)  # always weights_only=True, whatever the caller asks
+        found = self.preloaded.pop(str(path), None)
+        return found if found is not None else load(path)  # always weights_only=True, whatever asked
 
     def remove_checkpoint(self, path: Any) -> None:
         self.saved_at.pop(str(path), None)
@@ -144,18 +147,19 @@ def load(path: str | Path) -> dict[str, Any]:
     return checkpoint
 
 
-def newest_good(folder: Path) -> tuple[Path | None, list[str]]:
-    """The newest checkpoint in `folder` that loads and verifies, and one line per newer one that did not."""
+def newest_good(folder: Path) -> tuple[Path | None, dict[str, Any] | None, list[str]]:
+    """The newest checkpoint in `folder` that loads and verifies, its contents, and one line per newer one
+    that did not."""
     candidates = sorted(folder.glob("*.ckpt"), key=lambda p: (p.stat().st_mtime, p.name == "last.ckpt"))
     rejected = []
     for path in reversed(candidates):
         try:
-            load(path)
+            checkpoint = load(path)
         except CheckpointError as error:
             rejected.append(str(error))
             continue
-        return path, rejected
-    return None, rejected
+        return path, checkpoint, rejected
+    return None, None, rejected
 
 
 def _finite(tree: Any) -> bool:

@@ -25,7 +25,7 @@ from lightning.pytorch.callbacks import EarlyStopping
 from lightning.pytorch.callbacks.early_stopping import EarlyStoppingReason
 from torch import Tensor
 
-from attnx.track.convergence import convergence, lower_is_better, natural_ceiling
+from attnx.track.convergence import convergence
 
 # what the rule's reason means in EarlyStopping's own terms (`stopping_reason`)
 REASONS = {
@@ -36,22 +36,25 @@ REASONS = {
 
 class Convergence(EarlyStopping):
     """Records every validation of fit (`curve`: metric -> [[step, value], ...]) and judges `metric`'s
-    curve (`verdict()`); with `stop`, stops training once that verdict is converged."""
+    curve (`verdict()`), in the direction its declaration gives (`higher_is_better`), against its
+    `ceiling` (its best attainable value, or None); with `stop`, stops training once that verdict is
+    converged."""
 
     def __init__(
         self,
         metric: str,
         tolerance: float,
         ceiling: float | None,
+        higher_is_better: bool,
         min_validations: int,
         stop: bool,
     ) -> None:
         # after each validation, never at a training epoch's end: a run shorter than its first validation
         # (trainer.max_steps under an epoch) has nothing to check, and must not fail on that
-        mode = "min" if lower_is_better(metric) else "max"
+        mode = "max" if higher_is_better else "min"
         super().__init__(monitor=metric, mode=mode, verbose=stop, check_on_train_epoch_end=False)
         self.tolerance = tolerance
-        self.ceiling = natural_ceiling(metric) if ceiling is None else ceiling
+        self.ceiling = ceiling
         self.min_validations = min_validations
         self.stop = stop
         self.curve: dict[str, list[list[float]]] = {}

@@ -69,7 +69,18 @@ class AttnxModule(pl.LightningModule):
         self._fit_started = 0.0
 
     def evaluated_by(self, metrics: MetricCollection) -> None:
-        """`metrics` cloned for validation (`val/`) and for each test split (`test/`, `test@2x/`, ...)."""
+        """`metrics` cloned for validation (`val/`) and for each test split (`test/`, `test@2x/`, ...):
+        exactly the metrics its model type declares (`attnx.registry.model_types`), which configuration,
+        preflight and compare's checks read without building a module."""
+        logged, declared = (
+            sorted(map(str, metrics.keys())),
+            sorted(m.name for m in self.spec.declared.metrics),
+        )
+        if logged != declared:
+            raise TypeError(
+                f"{type(self).__name__} logs {logged}, but model type {self.spec.model_type} declares "
+                f"{declared}: the declaration must say what the module logs"
+            )
         self.val_metrics = metrics.clone(prefix="val/")
         self.test_metrics = nn.ModuleDict(
             {split: metrics.clone(prefix=f"{split}/") for split in self.test_splits}

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -17,7 +18,7 @@ from attnx.models.classifier import Classifier
 from attnx.models.lm import CausalLM
 from attnx.models.seq2seq import Seq2Seq
 from attnx.models.sites import Sites, resolve_sites, slot_sites
-from attnx.models.spec import CLASSIFIER_KEYS, ModelSpec, check_model_type
+from attnx.models.spec import CLASSIFIER_KEYS, ModelSpec
 from attnx.nn.attention import Mechanism
 
 
@@ -33,6 +34,16 @@ def build_host(
     return registry.build(kind, plain, **structural, **slots)
 
 
+@dataclass(frozen=True)
+class Sizes:
+    """What a model's sizes take from its task's data rather than from config: the source vocabulary's,
+    the target vocabulary's (a decoder's) and the number of classes (a classifier head's)."""
+
+    src_vocab: int
+    tgt_vocab: int | None = None
+    num_classes: int | None = None
+
+
 def build_model(
     model_type: str,
     src_vocab: int,
@@ -46,59 +57,76 @@ def build_model(
     lm: Mapping[str, Any] | None = None,
     sites: Sites | None = None,
 ) -> nn.Module:
-    """A `Seq2Seq` (model_type "seq2seq", needs decoder and tgt_vocab), a `Classifier`
-    ("classification", needs num_classes) or a `CausalLM` ("lm", needs lm), on `sites` when config
-    validation has resolved them from these sections, else on the sites resolved here."""
-    model_type = check_model_type(model_type)
-    classifier = classifier or {}
+    """A model of `model_type` from config sections, for Python callers: a `Seq2Seq` ("seq2seq", needs
+    decoder and tgt_vocab), a `Classifier` ("classification", needs num_classes) or a `CausalLM` ("lm",
+    needs lm), or a registered model type's own; on `sites` when config validation has resolved them from
+    these sections, else on the sites resolved here."""
+    sections = {
+        "attention": attention,
+        "score": score,
+        "encoder": encoder,
+        "decoder": decoder,
+        "classifier": classifier,
+        "lm": lm,
+    }
+    if sites is None:
+        sites = resolve_sites(model_type, sections)
+    sizes = Sizes(src_vocab, tgt_vocab, num_classes)
+    model: nn.Module = registry.model_type(model_type).piece("model")(sections, sites, sizes)
+    return model
+
+
+def lm_model(sections: Mapping[str, Any], sites: Sites, sizes: Sizes) -> nn.Module:
+    """A `CausalLM` of the `lm` section, every block's self-attention the run's mechanism."""
+    if sections.get("lm") is None:
+        raise ValueError("an lm model needs an lm section")
+    return CausalLM(sizes.src_vocab, sites.attention.mechanism, **sections["lm"])
+
+
+def classifier_model(sections: Mapping[str, Any], sites: Sites, sizes: Sizes) -> nn.Module:
+    """A `Classifier`: the encoder, the run's mechanism pooling its states, the `classifier` head."""
+    classifier = sections.get("classifier") or {}
     unknown = sorted(set(classifier) - set(CLASSIFIER_KEYS))
     if unknown:
         raise ValueError(
             f"unknown classifier key(s) {', '.join(unknown)}; allowed: {', '.join(CLASSIFIER_KEYS)}"
         )
-    if sites is None:
-        sites = resolve_sites(model_type, encoder, attention, score, decoder)
-    run = sites.attention.mechanism
-    if model_type == "lm":
-        if lm is None:
-            raise ValueError("an lm model needs an lm section")
-        return CausalLM(src_vocab, run, **lm)
-    assert encoder is not None  # the sites have checked it
-    enc = build_host("encoder", encoder, sites.mechanisms("encoder"), vocab_size=src_vocab)
-    if model_type == "classification":
-        if num_classes is None:
-            raise ValueError("a classification model needs num_classes")
-        pooling = run(enc.output_dim, enc.output_dim, enc.output_dim)
-        return Classifier(enc, pooling, num_classes, **classifier)
-    if tgt_vocab is None or decoder is None:
+    if sizes.num_classes is None:
+        raise ValueError("a classification model needs num_classes")
+    enc = _encoder(sections, sites, sizes)
+    pooling = sites.attention.mechanism(enc.output_dim, enc.output_dim, enc.output_dim)
+    return Classifier(enc, pooling, sizes.num_classes, **classifier)
+
+
+def seq2seq_model(sections: Mapping[str, Any], sites: Sites, sizes: Sizes) -> nn.Module:
+    """A `Seq2Seq`: the encoder and the decoder, whose cross-attention is the run's mechanism."""
+    if sizes.tgt_vocab is None or sections.get("decoder") is None:
         raise ValueError("a seq2seq model needs tgt_vocab")
+    enc = _encoder(sections, sites, sizes)
     dec = build_host(
         "decoder",
-        decoder,
+        sections["decoder"],
         sites.mechanisms("decoder"),
-        vocab_size=tgt_vocab,
+        vocab_size=sizes.tgt_vocab,
         enc_dim=enc.output_dim,
-        cross_attention=run,
+        cross_attention=sites.attention.mechanism,
     )
     return Seq2Seq(enc, dec)
+
+
+def _encoder(sections: Mapping[str, Any], sites: Sites, sizes: Sizes) -> Any:
+    return build_host("encoder", sections["encoder"], sites.mechanisms("encoder"), vocab_size=sizes.src_vocab)
 
 
 def model_from_spec(spec: ModelSpec, sites: Sites) -> nn.Module:
     """The model `spec` describes, on its `sites` (validation's, or `Sites.of(spec)`), its embedding
     tables drawn from the spec's `embedding_seed` when it has one."""
-    model = build_model(
-        spec.model_type,
+    sizes = Sizes(
         len(spec.src_itos),
-        spec.encoder,
-        spec.attention,
-        spec.score,
-        spec.classifier,
-        decoder=spec.decoder,
-        tgt_vocab=len(spec.tgt_itos) if spec.tgt_itos else None,
-        num_classes=len(spec.classes) if spec.classes else None,
-        lm=spec.lm,
-        sites=sites,
+        len(spec.tgt_itos) if spec.tgt_itos else None,
+        len(spec.classes) if spec.classes else None,
     )
+    model: nn.Module = spec.declared.piece("model")(spec.sections(), sites, sizes)
     if spec.embedding_seed is not None:
         share_embeddings(model, spec.embedding_seed)
     return model

@@ -16,11 +16,10 @@ from functools import partial
 from typing import Any
 
 from attnx import registry
-from attnx.models.spec import ModelSpec, check_model_type
+from attnx.models.spec import ModelSpec
 from attnx.nn.attention import Mechanism
 from attnx.nn.scores import ScoreFactory
 from attnx.nn.transformer import refusal
-from attnx.tasks.base import ModelType
 
 
 @dataclass(frozen=True)
@@ -44,7 +43,7 @@ class Sites(Mapping[str, Site]):
     """Every attention site of a model, by key: `encoder.<slot>`, `attention` (the run's own: a decoder's
     cross-attention, a classifier's pooling, an lm's causal self-attention) and `decoder.<slot>`."""
 
-    model_type: ModelType
+    model_type: str
     found: dict[str, Site]
 
     def __getitem__(self, key: str) -> Site:
@@ -59,7 +58,7 @@ class Sites(Mapping[str, Site]):
     @classmethod
     def of(cls, spec: ModelSpec) -> Sites:
         """The sites of the model `spec` describes (a checkpoint's, which validation never saw)."""
-        return resolve_sites(spec.model_type, spec.encoder, spec.attention, spec.score, spec.decoder)
+        return resolve_sites(spec.model_type, spec.sections())
 
     @property
     def attention(self) -> Site:
@@ -141,28 +140,45 @@ def slot_sites(kind: str, section: Mapping[str, Any]) -> dict[str, Site]:
     return found
 
 
-def resolve_sites(
-    model_type: str,
-    encoder: Mapping[str, Any] | None,
-    attention: Mapping[str, Any],
-    score: Mapping[str, Any] | None,
-    decoder: Mapping[str, Any] | None,
-) -> Sites:
-    """Every attention site of the model the sections describe, checked: the run's `attention` as an lm's
-    causal self-attention, the classifier's pooling or the decoder's cross-attention, and the slots of the
-    encoder and decoder (an lm has neither)."""
-    model_type = check_model_type(model_type)
-    run = (("attention", "score"), attention, score)
-    if model_type == "lm":
-        return Sites(model_type, {"attention": site(*run, "causal", has_positions=True)})
-    if encoder is None:
-        raise ValueError(f"a {model_type} model needs an encoder section")
-    found = {f"encoder.{k}": s for k, s in slot_sites("encoder", encoder).items()}
-    if model_type == "classification":
-        found["attention"] = site(*run, "cross", has_positions=False)
-        return Sites(model_type, found)
+def resolve_sites(model_type: str, sections: Mapping[str, Any]) -> Sites:
+    """Every attention site of the model that a model type's `sections` (`attention`, `score`, and its
+    parts': `ModelSpec.sections`) describe, checked: the model type's own `sites` piece says which."""
+    return Sites(model_type, registry.model_type(model_type).piece("sites")(sections))
+
+
+RUN = ("attention", "score")  # the config keys of the run's own site
+
+
+def lm_sites(sections: Mapping[str, Any]) -> dict[str, Site]:
+    """An lm's: the run's `attention` as every block's causal self-attention."""
+    return {
+        "attention": site(RUN, sections["attention"], sections.get("score"), "causal", has_positions=True)
+    }
+
+
+def encoder_sites(sections: Mapping[str, Any]) -> dict[str, Site]:
+    """The encoder's slots, `encoder.<slot>`."""
+    if sections.get("encoder") is None:
+        raise ValueError("a model with an encoder needs an encoder section")
+    return {f"encoder.{k}": s for k, s in slot_sites("encoder", sections["encoder"]).items()}
+
+
+def classifier_sites(sections: Mapping[str, Any]) -> dict[str, Site]:
+    """A classifier's: the encoder's slots, and the run's `attention` as the pooling over its states
+    (a cross-attention from learned queries, without positions)."""
+    found = encoder_sites(sections)
+    found["attention"] = site(RUN, sections["attention"], sections.get("score"), "cross", has_positions=False)
+    return found
+
+
+def seq2seq_sites(sections: Mapping[str, Any]) -> dict[str, Site]:
+    """An encoder-decoder's: the encoder's slots, the run's `attention` as the decoder's cross-attention
+    (with positions when the decoder gives them), and the decoder's slots."""
+    found = encoder_sites(sections)
+    decoder = sections.get("decoder")
     if decoder is None:
         raise ValueError("a seq2seq model needs a decoder section")
-    found["attention"] = site(*run, "cross", registry.get("decoder", decoder["name"]).cross_positions)
+    positions = registry.get("decoder", decoder["name"]).cross_positions
+    found["attention"] = site(RUN, sections["attention"], sections.get("score"), "cross", positions)
     found |= {f"decoder.{k}": s for k, s in slot_sites("decoder", decoder).items()}
-    return Sites(model_type, found)
+    return found

@@ -13,42 +13,29 @@ import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Any
 
 from attnx import registry
 from attnx.models.classifier import Classifier
-from attnx.tasks.base import ModelType
+from attnx.registry import ModelType, model_type
 
-MODEL_TYPES: tuple[ModelType, ...] = get_args(ModelType)
-# The parts each model type is assembled from, by the config sections that describe them: the one branch
-# on the model type for what a model is made of. The first part reads the source (an lm's, the sequence);
-# a decoder reads the target vocabulary, a classifier head the classes.
-PARTS: dict[ModelType, tuple[str, ...]] = {
-    "seq2seq": ("encoder", "decoder"),
-    "classification": ("encoder", "classifier"),
-    "lm": ("lm",),
-}
-SECTIONS = ("encoder", "decoder", "classifier", "lm")  # every part's section
+# Every part's section. A model type (`attnx.registry.model_types`) is made of some of them, the first
+# reading the source (an lm's, the sequence); a decoder reads the target vocabulary, a classifier head the
+# classes.
+SECTIONS = ("encoder", "decoder", "classifier", "lm")
 # The `classifier` section: the classifier head's hyperparameters, which attnx/config/schema.py's
 # ClassifierConfig types for a composed config; a call from Python is checked against the same list.
 CLASSIFIER_KEYS = tuple(inspect.signature(Classifier).parameters)[3:]  # after encoder, attention, num_classes
 VERSION = 1  # of `to_dict`'s layout; 0: the unversioned dict of attnx before ModelSpec
 
 
-def check_model_type(model_type: str) -> ModelType:
-    """`model_type` as a ModelType, or a ValueError listing the three."""
-    if model_type not in MODEL_TYPES:
-        raise ValueError(f"model_type must be one of {', '.join(MODEL_TYPES)}; got {model_type!r}")
-    return model_type
-
-
 @dataclass(frozen=True)
 class ModelSpec:
-    """The config sections of a run (plain dicts; a part its model type lacks is None: `PARTS`) and the
-    built task's vocabularies: the source's, and the target's (a decoder's) or the classes (a classifier
+    """The config sections of a run (plain dicts; a part its model type lacks is None) and the built
+    task's vocabularies: the source's, and the target's (a decoder's) or the classes (a classifier
     head's)."""
 
-    model_type: ModelType
+    model_type: str  # a registered model type's name (`attnx.registry.model_type`)
     task: dict[str, Any]
     attention: dict[str, Any]
     score: dict[str, Any] | None
@@ -65,11 +52,21 @@ class ModelSpec:
     embedding_seed: int | None = None  # paired embeddings: every table drawn from this seed
 
     def __post_init__(self) -> None:
-        check_model_type(self.model_type)
+        model_type(self.model_type)  # an unknown one is a RegistryError listing the registered ones
+
+    @property
+    def declared(self) -> ModelType:
+        """Its model type's declaration: parts, metrics, and the pieces that build and train it."""
+        return model_type(self.model_type)
 
     @property
     def parts(self) -> tuple[str, ...]:
-        return PARTS[self.model_type]
+        return self.declared.parts
+
+    def sections(self) -> dict[str, Any]:
+        """The config sections its model is built from, by name: the run's `attention` and `score`, and
+        every part's (None for a part its model type lacks)."""
+        return {"attention": self.attention, "score": self.score, **{s: getattr(self, s) for s in SECTIONS}}
 
     def with_decode(self, decode: dict[str, Any]) -> ModelSpec:
         """This spec with some decoding options replaced (`attnx predict decode.beam_size=4`)."""
@@ -100,7 +97,7 @@ def _from_unversioned(spec: dict[str, Any]) -> None:
     """Version 0 -> 1: the classifier head's section was `model`, saved whatever the model type, and before
     the decoder had a group of its own `model` held the rnn decoder's sizes too (a seq2seq spec without
     `decoder`)."""
-    model, parts = spec.pop("model"), PARTS[check_model_type(spec["model_type"])]
+    model, parts = spec.pop("model"), model_type(spec["model_type"]).parts
     if "decoder" in parts and spec.get("decoder") is None:
         spec["decoder"] = {"name": "rnn", **model}
     head = {k: v for k, v in model.items() if k in CLASSIFIER_KEYS}

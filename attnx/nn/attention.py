@@ -1,4 +1,7 @@
-"""Attention mechanisms: how a model turns scores into a context vector, and where it uses it."""
+"""The attention contract: `Attention`, the base class of the `attention` kind, and what every mechanism
+shares: `Mechanism` (a class waiting for a site's dims), `masked_softmax` and `visible` (the keys a query
+may see), and the counting of decoding state (`stored`, `score_state`, `probe_keys`). The built-in
+mechanisms are in `classic.py` (one head, 2014–2015) and `multihead.py` (H heads, 2017)."""
 
 from __future__ import annotations
 
@@ -7,13 +10,12 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
 from attnx.nn.positions import Positions
-from attnx.nn.scores import ScaledDotScore, Score, ScoreFactory, build_score
-from attnx.registry import register_attention, registry
+from attnx.nn.scores import Score, ScoreFactory, build_score
+from attnx.registry import registry
 
 PLACEMENTS = ("none", "fixed_c", "before", "after")  # see Attention
 WEIGHTS_ARE = ("distribution", "nonnegative", "signed")  # what a mechanism's weights may be (Attention)
@@ -48,6 +50,14 @@ def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
     scores [..., Tq, Tk], mask broadcastable to [..., 1, Tk]. Every row must have one real key.
     """
     return torch.softmax(scores.masked_fill(~mask, float("-inf")), dim=-1)
+
+
+def visible(mask: torch.Tensor, positions: Positions | None) -> torch.Tensor:
+    """The key mask [B, 1, Tk] (or [B, 1, 1, Tk]), narrowed to j ≤ i when the positions are causal."""
+    causal = None if positions is None else positions.visible()
+    if causal is None:
+        return mask
+    return mask & causal.view(causal.size(0), *[1] * (mask.dim() - 3), *causal.shape[1:])
 
 
 def stored(tree: Any, given: Iterable[torch.Tensor] = ()) -> int:
@@ -89,7 +99,7 @@ class Attention(nn.Module):
       "before"  context from s_{i-1}, fed into the RNN step (Bahdanau 2015);
       "after"   RNN step first, query h_t, attentional state tanh(W_c[c_t; h_t]) (Luong 2015).
     `default_score` is the score used when the user picks none; None means the mechanism takes
-    no score (a config that gives it one is refused by `attnx.models.build.resolve_score_name`).
+    no score (a config that gives it one is refused by `attnx.models.sites.resolve_score_name`).
 
     Capabilities (as xformers' attention registry): what generic code (sites, the kit) may ask of it.
       self_attention   it can attend a sequence to itself (an encoder or decoder layer)
@@ -214,283 +224,3 @@ class Attention(nn.Module):
         formula a fast path must equal (the O(N²) matrix of a linear or banded mechanism). A plugin that
         overrides it is compared with it by the conformance kit (`reference` check); none by default."""
         raise NotImplementedError(f"{type(self).__name__} ships no reference")
-
-
-@register_attention("none")
-class NoAttention(Attention):
-    """No attention (Sutskever et al. 2014): the context is the mean of the unmasked values,
-    c = Σ_j m_j v_j / Σ_j m_j, the same for every query. A classifier pools with it; a
-    seq2seq decoder never calls it (it starts from the encoder summary and sees nothing else).
-    """
-
-    placement: ClassVar[str] = "none"
-    default_score: ClassVar[str | None] = None
-    self_attention: ClassVar[bool] = False  # every position would get the same mean: not a layer
-    position_free: ClassVar[bool] = True
-    memory_growth: ClassVar[int] = 1
-
-    def prepare(self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        m = mask.unsqueeze(-1)
-        # where, not multiply: padding may hold inf/NaN and 0·NaN is NaN
-        return torch.where(m, values, 0).sum(1, keepdim=True) / m.sum(1, keepdim=True)  # [B, 1, Dv]
-
-    def attend(
-        self, query: torch.Tensor, prepared: torch.Tensor, need_weights: bool = True
-    ) -> tuple[torch.Tensor, None]:
-        return prepared.expand(-1, query.size(1), -1), None
-
-
-@register_attention("fixed_c")
-class FixedContext(NoAttention):
-    """One semantic code for every step (Cho et al. 2014): h_t = f(h_{t-1}, y_{t-1}, C), with
-    C the encoder summary. `memory()` makes C the only slot, so attending to it returns C.
-    """
-
-    placement: ClassVar[str] = "fixed_c"
-
-    def memory(
-        self, states: torch.Tensor, summary: torch.Tensor, mask: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        c = summary.unsqueeze(1)
-        return c, c, torch.ones(c.shape[:2], dtype=torch.bool, device=c.device)
-
-
-class ScoredAttention(Attention):
-    """a_j = softmax_j(f(q, k_j)) over the unmasked keys (and j ≤ i when causal), c = Σ_j a_j v_j.
-
-    The computation shared by Bahdanau and Luong attention; they differ only in where a decoder
-    places it. Weights are [B, Tq, Tk]. It claims no capability itself: a plugin that subclasses it
-    and overrides `attend` keeps the 2015 contract unless it declares more.
-    """
-
-    def __init__(
-        self, query_dim: int, key_dim: int, value_dim: int, score: ScoreFactory | None = None
-    ) -> None:
-        super().__init__(query_dim, key_dim, value_dim, score)
-        self.score = self.make_score(score, query_dim, key_dim)
-
-    def prepare(
-        self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
-    ) -> tuple[Any, torch.Tensor, torch.Tensor]:
-        # zero padded values: their weight is 0, but 0·NaN would still poison the context
-        return self.score.prepare(keys), values.masked_fill(~mask.unsqueeze(-1), 0), mask
-
-    def state_size(self, n: int) -> int:
-        """The masked values, n·value_dim, and the score's per-key work beyond the keys (which a site
-        keeps)."""
-        return n * self.value_dim + score_state(self.score, probe_keys(self, 1, n, self.key_dim))
-
-    def attend(
-        self,
-        query: torch.Tensor,
-        prepared: Any,
-        need_weights: bool = True,
-        positions: Positions | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        keys, values, mask = prepared
-        weights = masked_softmax(self.score.at(query, keys, positions), visible(mask.unsqueeze(1), positions))
-        return weights @ values, weights if need_weights else None
-
-
-def visible(mask: torch.Tensor, positions: Positions | None) -> torch.Tensor:
-    """The key mask [B, 1, Tk] (or [B, 1, 1, Tk]), narrowed to j ≤ i when the positions are causal."""
-    causal = None if positions is None else positions.visible()
-    if causal is None:
-        return mask
-    return mask & causal.view(causal.size(0), *[1] * (mask.dim() - 3), *causal.shape[1:])
-
-
-def lower_triangular(mask: torch.Tensor, positions: Positions | None) -> bool:
-    """Whether `visible(mask, positions)` is exactly the index mask j ≤ i of a Tq = Tk square, what a
-    fused kernel's `is_causal` builds itself (top-left aligned) without an N×N tensor.
-
-    True iff the positions are causal, every key is real (all of `mask`), the queries sit at the keys'
-    positions and those strictly increase: then key_j ≤ query_i = key_i ⟺ j ≤ i. Anything else (a
-    decoding step or chunk, Tq < Tk; padding; repeated or unordered positions) is False. The shape tests
-    are free; the rest is O(B·N) work reduced to one host sync, against the O(N²) attention it saves.
-    """
-    if positions is None or not positions.causal:
-        return False
-    query, key = positions.query, positions.key
-    if not query.size(-1) == key.size(-1) == mask.size(-1):
-        return False
-    exact = mask.all() & (key[..., 1:] > key[..., :-1]).all()
-    if query is not key:  # self-attention's positions are one tensor (`Positions.self_attention`)
-        exact &= (query == key).all()
-    return bool(exact)
-
-
-class SoftmaxAttention(ScoredAttention):
-    """`ScoredAttention` with the capabilities it has: any site, causal, positions passed on."""
-
-    takes_positions: ClassVar[bool] = True
-    causal: ClassVar[bool] = True
-    position_free: ClassVar[bool] = True
-
-
-@register_attention("additive", aliases=("bahdanau",))
-class BahdanauAttention(SoftmaxAttention):
-    """Bahdanau et al. 2015: c_i = Σ_j a_ij h_j with a_ij = softmax_j(f(s_{i-1}, h_j)); the
-    context is computed from the previous decoder state *before* the RNN step and fed into it.
-    """
-
-    placement: ClassVar[str] = "before"
-    default_score: ClassVar[str | None] = "additive"
-
-
-@register_attention("dot", aliases=("luong",))
-class LuongAttention(SoftmaxAttention):
-    """Luong et al. 2015 (global attention): RNN step first, then c_t = Σ_s a_ts h̄_s with
-    a_ts = softmax_s(f(h_t, h̄_s)) and attentional state h̃_t = tanh(W_c[c_t; h_t]).
-    `input_feeding` feeds h̃_{t-1} into the next step's input (read by the decoder).
-    """
-
-    placement: ClassVar[str] = "after"
-    default_score: ClassVar[str | None] = "dot"
-    inert: ClassVar[dict[str, str]] = {"input_feeding": "the rnn decoder reads it: it feeds h̃_{t-1} back"}
-
-    def __init__(
-        self,
-        query_dim: int,
-        key_dim: int,
-        value_dim: int,
-        score: ScoreFactory | None = None,
-        input_feeding: bool = True,
-    ) -> None:
-        super().__init__(query_dim, key_dim, value_dim, score)
-        self.input_feeding = input_feeding
-
-
-class HeadsAttention(Attention):
-    """Attention in H heads of d = query_dim / H each: projections W^Q, W^K, W^V into the heads (no biases,
-    as Vaswani et al.: a key bias is invisible to softmax anyway, and a zeroed padded key or value then
-    projects to exactly 0) and W^O out of their concatenation. What a head computes is the subclass's."""
-
-    def __init__(
-        self,
-        query_dim: int,
-        key_dim: int,
-        value_dim: int,
-        score: ScoreFactory | None = None,
-        num_heads: int = 4,
-    ) -> None:
-        super().__init__(query_dim, key_dim, value_dim, score)
-        if num_heads < 1 or query_dim % num_heads:
-            raise ValueError(
-                f"{type(self).__name__} needs num_heads to divide query_dim, got num_heads={num_heads}, "
-                f"query_dim={query_dim}"
-            )
-        self.num_heads = num_heads
-        self.head_dim = query_dim // num_heads
-        self.W_q = nn.Linear(query_dim, query_dim, bias=False)
-        self.W_k = nn.Linear(key_dim, query_dim, bias=False)
-        self.W_v = nn.Linear(value_dim, query_dim, bias=False)
-        self.W_o = nn.Linear(query_dim, query_dim)
-        self.output_dim = query_dim
-
-    def _split(self, x: torch.Tensor) -> torch.Tensor:
-        """[B, T, H·d] -> [B, H, T, d]"""
-        return x.view(*x.shape[:-1], self.num_heads, self.head_dim).transpose(1, 2)
-
-    def _merge(self, heads: torch.Tensor) -> torch.Tensor:
-        """[B, H, T, d] -> [B, T, H·d] W^O"""
-        return self.W_o(heads.transpose(1, 2).flatten(2))
-
-    def key_value_heads(
-        self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(K W^K, V W^V), each [B, H, Tk, d], from keys and values whose padding is replaced by 0 first:
-        replaced, not multiplied, since padding may hold NaN/inf and 0·NaN is NaN. A padded key then
-        projects to exactly 0, as a fused kernel needs: it adds its -inf mask, and NaN + -inf is NaN."""
-        pad = ~mask.unsqueeze(-1)
-        k, v = (W(x.masked_fill(pad, 0)) for W, x in ((self.W_k, keys), (self.W_v, values)))
-        return self._split(k), self._split(v)
-
-
-@register_attention("multi_head")
-class MultiHeadAttention(HeadsAttention):
-    """Vaswani et al. 2017: head_h = softmax(f(q W_h^Q, K W_h^K)) V W_h^V over unmasked keys,
-    output = [head_1; ...; head_H] W^O, with d = query_dim / H per head and f any score built as
-    score(d, d). Weights are [B, H, Tq, Tk]. With `scaled_dot` and no weights requested it runs
-    `F.scaled_dot_product_attention` (fused kernels), numerically the explicit path; causal self-attention
-    without padding uses the kernel's own causal mask there (`lower_triangular`), in O(N) memory. Incremental:
-    a cache keeps the projected K W^K and V W^V, so a decoding step projects only the new keys.
-    """
-
-    placement: ClassVar[str] = "after"
-    default_score: ClassVar[str | None] = "scaled_dot"
-    takes_positions: ClassVar[bool] = True
-    causal: ClassVar[bool] = True
-    position_free: ClassVar[bool] = True
-    incremental: ClassVar[bool] = True
-
-    def __init__(
-        self,
-        query_dim: int,
-        key_dim: int,
-        value_dim: int,
-        score: ScoreFactory | None = None,
-        num_heads: int = 4,
-        dropout: float = 0.0,
-    ) -> None:
-        super().__init__(query_dim, key_dim, value_dim, score, num_heads)
-        self.score = self.make_score(score, self.head_dim, self.head_dim, num_heads)  # shared over heads
-        self.dropout = nn.Dropout(dropout)
-
-    def prepare(
-        self, keys: torch.Tensor, values: torch.Tensor, mask: torch.Tensor
-    ) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]:
-        """(K W^K [B, H, Tk, d], the score's prepared keys, V W^V [B, H, Tk, d], mask [B, 1, 1, Tk])."""
-        k, v = self.key_value_heads(keys, values, mask)
-        return k, self.score.prepare(k), v, mask[:, None, None, :]
-
-    def extend(
-        self,
-        prepared: tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor],
-        keys: torch.Tensor,
-        values: torch.Tensor,
-        mask: torch.Tensor,
-    ) -> tuple[torch.Tensor, Any, torch.Tensor, torch.Tensor]:
-        k, _, v, m = prepared
-        new_k, _, new_v, new_m = self.prepare(keys, values, mask)
-        k = torch.cat([k, new_k], dim=2)
-        # the score's key work runs on all keys again: it is free for dot scores, and only a score
-        # knows whether its prepare is position-by-position
-        return k, self.score.prepare(k), torch.cat([v, new_v], dim=2), torch.cat([m, new_m], dim=-1)
-
-    def state_size(self, n: int) -> int:
-        """The K/V cache: K W^K and V W^V, 2·n·query_dim, and what the score's `prepare` keeps beyond the
-        projected keys (nothing for scaled_dot)."""
-        keys = probe_keys(self, 1, self.num_heads, n, self.head_dim)
-        return 2 * n * self.query_dim + score_state(self.score, keys)
-
-    def attend(
-        self,
-        query: torch.Tensor,
-        prepared: Any,
-        need_weights: bool = True,
-        positions: Positions | None = None,
-    ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        _, keys, values, mask = prepared
-        q = self._split(self.W_q(query))
-        if not need_weights and type(self.score) is ScaledDotScore:
-            # ScaledDotScore.prepare is the identity, so `keys` are the projected keys. When the visible
-            # keys are j ≤ i by index, the kernel's own causal mask replaces the [B, 1, N, N] one (and
-            # the int64 j − i behind it): O(N) memory instead of O(N²), and it skips the masked blocks.
-            causal = lower_triangular(mask, positions)
-            p = self.dropout.p if self.training else 0.0
-            heads, weights = (
-                F.scaled_dot_product_attention(
-                    q,
-                    keys,
-                    values,
-                    attn_mask=None if causal else visible(mask, positions),
-                    dropout_p=p,
-                    is_causal=causal,
-                ),
-                None,
-            )
-        else:
-            weights = masked_softmax(self.score.at(q, keys, positions), visible(mask, positions))
-            heads = self.dropout(weights) @ values
-        return self._merge(heads), weights if need_weights else None

@@ -8,7 +8,8 @@
 - `discovery`: finding and importing plugins (entry points, plugin folders); `SLOW_IMPORT_S`, the time
   after which a slow plugin import is named, is `attnx.registry.discovery.SLOW_IMPORT_S`.
 
-`slots` (attention sites in a class) sits below them. This package re-exports their public names.
+`model_types` declares what a task trains (`ModelType`: its parts, metrics and pieces), once per model
+type. `slots` (attention sites in a class) sits below them. This package re-exports their public names.
 """
 
 from attnx.registry.configs import STRUCTURAL, Entry, config_class
@@ -19,11 +20,13 @@ from attnx.registry.discovery import (
     load_file,
     plugin_dirs,
 )
+from attnx.registry.model_types import Metric, ModelType, model_type, model_types, register_model_type
 from attnx.registry.names import (
     KINDS,
     REGISTRIES,
     Registry,
     RegistryError,
+    RenamedWarning,
     StaleArguments,
     available,
     build,
@@ -47,10 +50,13 @@ __all__ = [
     "ROLES",
     "STRUCTURAL",
     "Entry",
+    "Metric",
+    "ModelType",
     "PluginImportError",
     "PluginImportInterrupted",
     "Registry",
     "RegistryError",
+    "RenamedWarning",
     "Slot",
     "StaleArguments",
     "available",
@@ -60,10 +66,13 @@ __all__ = [
     "init_parameters",
     "load_all",
     "load_file",
+    "model_type",
+    "model_types",
     "plugin_dirs",
     "register_attention",
     "register_decoder",
     "register_encoder",
+    "register_model_type",
     "register_score",
     "register_task",
     "registry",

@@ -26,7 +26,14 @@ from pathlib import Path
 from attnx.registry.process import process_state, record_import
 
 # Built-in modules whose import registers the built-in classes of each kind.
-BUILTINS = ("attnx.nn.scores", "attnx.nn.attention", "attnx.nn.encoders", "attnx.nn.decoders", "attnx.tasks")
+BUILTINS = (
+    "attnx.nn.scores",
+    "attnx.nn.classic",
+    "attnx.nn.multihead",
+    "attnx.nn.encoders",
+    "attnx.nn.decoders",
+    "attnx.tasks",
+)
 
 # After this long, one stderr line names the plugin being imported: an import that never returns would
 # otherwise hang every command with no output.

@@ -31,6 +31,12 @@ class StaleArguments(RegistryError):
     """A saved section's hyperparameters that today's class no longer takes (see `upgrade`)."""
 
 
+class RenamedWarning(FutureWarning):
+    """A renamed name was read (a registered class's, or a config key's: `config.compose.RENAMED`): it
+    works today and will be removed. A FutureWarning to Python callers; `attnx`'s command line prints it
+    as one line, `attnx COMMAND: warning: ...` (`attnx.cli`)."""
+
+
 class Registry:
     """Name -> class for one kind, with did-you-mean lookups and ConfigStore entries."""
 
@@ -109,7 +115,7 @@ class Registry:
         if name in self._renamed:
             warnings.warn(
                 f"{self.kind} '{name}' was renamed '{self._renamed[name]}'; the old name will be removed",
-                FutureWarning,
+                RenamedWarning,
                 stacklevel=3,
             )
             return self._renamed[name]

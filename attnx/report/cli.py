@@ -14,6 +14,8 @@ breaks), an invalid one (a metric that is not a finite number), or a run that di
 Writes report.md (with PNG figures beside it), report.csv and report.html (the same, one
 self-contained page), and prints the table. `--select optim.lr` reports each configuration at its
 best learning rate on validation, as papers tune per cell. Never imports torch.
+
+Its exit codes (`EXIT_CODES`, in --help) tell a script a report from nothing to report from bad input.
 """
 
 from __future__ import annotations
@@ -28,13 +30,19 @@ from attnx.config.compose import file_in_the_way
 from attnx.report import stats
 from attnx.report.document import Image, Section, Table, markdown, page
 from attnx.report.runs import default_metrics, group, is_numeric, load, select, swept_columns, text, value
-from attnx.report.sections import COSTS, Study, converged_text, first_line, left_out_table, outcome, sections
+from attnx.report.sections import COSTS, converged_text, first_line, left_out_table, outcome, sections
+from attnx.report.study import Study
 from attnx.table import markdown_table
 from attnx.track.results import RUN_FOLDER, status
 
+EXIT_CODES = (
+    "exit codes: 0 a report; 1 nothing to report: no run folder holds a readable record (the report, "
+    "still written, says why of each); 2 bad input"
+)
+
 
 def main(argv: list[str]) -> int:
-    parser = ArgumentParser(prog="attnx report", description=__doc__.splitlines()[0])
+    parser = ArgumentParser(prog="attnx report", description=__doc__.splitlines()[0], epilog=EXIT_CODES)
     parser.add_argument("dirs", nargs="+", type=Path, help="sweep or run folders, searched recursively")
     parser.add_argument(
         "--metric",
@@ -65,6 +73,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument(
         "--out", type=Path, help="where report.md/.csv/.html/.png go (default: the first DIR)"
     )
+    parser.needs("--by", "ranks --select's choice", "--select", lambda args: args.select is not None)
+    parser.needs("--bench-n", "picks the N of --bench's rows", "--bench", lambda args: args.bench is not None)
     args = parser.parse_args(argv)
 
     missing = [str(d) for d in args.dirs if not d.is_dir()]
@@ -133,6 +143,10 @@ def _finish(study: Study, written: list[Path]) -> int:
     if left_out:  # the header scripts split on; it lists lost and invalid records too
         print(f"runs that did not complete:\n{markdown_table(left_out.header, left_out.body)}\n")
     print(f"{outcome(study.runs)}; wrote {', '.join(map(str, written))}")
+    if all(r.get("_lost") for r in study.runs):  # not even a failed run's record: a script must know
+        where = written[0]
+        print(f"attnx report: nothing to report: {outcome(study.runs)} ({where} says why)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -155,8 +169,6 @@ def unknown_key(
         return f"--panel {unknown[0]} is not a swept key; swept: {swept}"
     if args.select is not None and args.select not in columns:
         return f"--select {args.select} is not a swept key; swept: {swept}"
-    if args.by is not None and args.select is None:
-        return f"--by ranks --select's choice: give --select too (--by {args.by})"
     if args.select is not None and measured and by not in measured:
         return f"--by {by}: no completed run has it; metrics: {', '.join(measured)}"
     return None

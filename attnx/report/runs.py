@@ -22,16 +22,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnx.registry import model_type as registry_model_type
+from attnx.registry import model_types
 from attnx.track.convergence import lower_is_better
 from attnx.track.results import CHOICES, RESULTS, Unreadable, find_runs, read_results
 
 # resolved choices: a default score has a name here
 NOT_SWEPT = ("seed", "resume", "ckpt_path")  # seed is averaged over; the others do not change a result
-DEFAULT_METRICS: dict[str, tuple[str, ...]] = {
-    "seq2seq": ("test/exact_match", "test/token_acc"),
-    "classification": ("test/acc", "test/f1"),
-    "lm": ("test/acc", "test/exact_match"),
-}
 # a test slice's metric (`test@2x/exact_match`: attnx.tasks.base.slice_name's split, read back without torch)
 SLICE_METRIC = re.compile(r"test@(\d+)x/(.+)")
 NUMBERS = ("params", "train_seconds", "samples_per_second")  # record fields the tables average
@@ -200,18 +197,32 @@ def swept_columns(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def default_metrics(runs: list[dict[str, Any]]) -> list[str]:
-    """The main metrics of the task kinds present, each followed by its twins on the test slices the
-    runs have (`test/exact_match`, `test@2x/exact_match`, ...); val/ ones when the runs skipped the test
-    split."""
+    """The metrics each model type present declares for reports (`attnx.registry.model_types`: `report`),
+    each followed by its twins on the test slices the runs have (`test/exact_match`, `test@2x/exact_match`,
+    ...); val/ ones when the runs skipped the test split. A model type this process has not registered (a
+    plugin's, which a report does not import) is shown by its records' headline metric."""
     chosen: list[str] = []
-    for kind in dict.fromkeys(r.get("model_type", r.get("task_kind")) for r in runs):
-        if kind is None:
+    for name in dict.fromkeys(r.get("model_type", r.get("task_kind")) for r in runs):
+        if name is None:
             continue
-        for metric in DEFAULT_METRICS.get(kind, ()):
+        for metric in (f"test/{m}" for m in _reported(name, runs)):
             if not any(metric in r["metrics"] for r in runs):
                 metric = metric.replace("test/", "val/", 1)
             chosen += [metric, *slice_twins(runs, metric)]
     return chosen or ["val/loss"]
+
+
+def _reported(model_type: str, runs: list[dict[str, Any]]) -> tuple[str, ...]:
+    """What `attnx report` shows of a model type's runs: its declaration's, else the metric its records'
+    convergence judged (the model type's headline, unless the runs chose another)."""
+    if model_type in {t.name for t in model_types()}:
+        return registry_model_type(model_type).report
+    judged = [
+        str((r.get("convergence") or {}).get("metric", "")).removeprefix("val/")
+        for r in runs
+        if r.get("model_type") == model_type
+    ]
+    return tuple(dict.fromkeys(m for m in judged if m))
 
 
 def slice_multiples(runs: list[dict[str, Any]], metric: str) -> list[int]:

@@ -1,9 +1,9 @@
 """The sections of an `attnx report`: results with bootstrap intervals, the statistics of one compared
-key within cells (`attnx.report.significance`), cost with Pareto plots, figures and heatmaps, and every run
-folder found, with why any was left out of them (`attnx.report.runs`: no record, unreadable, invalid, not
-completed). A `Study` says what they are made of; `sections` turns it into `attnx.report.document` parts that
-`attnx.report.cli` writes as Markdown, CSV and one HTML page, and `attnx.compare.report` wraps with its
-ranking.
+key within cells (`attnx.report.statistics_section`), cost with Pareto plots, figures and heatmaps, and every
+run folder found, with why any was left out of them (`attnx.report.runs`: no record, unreadable, invalid,
+not completed). A `Study` (`attnx.report.study`) says what they are made of; `sections` turns it into
+`attnx.report.document` parts that `attnx.report.cli` writes as Markdown, CSV and one HTML page, and
+`attnx.compare.report` wraps with its ranking.
 """
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import statistics
 from collections import Counter
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,47 +18,13 @@ from attnx.report import stats
 from attnx.report.document import Image, Section, Table
 from attnx.report.figures import curve_plot, length_plot, line_plot, pareto_plot
 from attnx.report.runs import NOT_SWEPT, Row, lower_is_better, overrides, sort_key, text, value
-from attnx.report.significance import (
-    Cells,
-    against_baseline,
-    cells,
-    convergence,
-    mean_rank,
-    ranks,
-    win_matrix,
-)
+from attnx.report.significance import Cells, convergence
+from attnx.report.statistics_section import statistics_section
+from attnx.report.study import Study
 from attnx.track.results import RUN_FOLDER
 
 COSTS = (("params", "params"), ("train_seconds", "train s"), ("samples_per_second", "samples/s"))
 HEATMAP_KINDS = ("cross", "pooling", "self_layer")  # the map a row shows: its site's, else the last layer's
-
-
-@dataclass
-class Study:
-    """What a report is made of: the runs, their rows, and what the statistics compare."""
-
-    runs: list[dict[str, Any]]  # every record, completed or not, with its folder as `_path`
-    columns: list[str]
-    metrics: list[str]  # the first is the one compared, plotted and ranked
-    rows: list[Row]
-    key: str | None = None  # the compared key: the baseline's, or `attention` when it is swept
-    baseline: Any = None  # the key's baseline value, None for no paired comparison
-    baselines: dict[tuple[Any, ...], Any] = field(default_factory=dict)  # a cell's own, where it differs
-    tuned: list[str] = field(default_factory=list)  # keys chosen per row, left out of a cell's identity
-    inference_ms: dict[Any, float] | None = None  # the key's value -> `attnx bench` forward ms at one N
-    bench_n: int | None = None
-    highlight: Any = None  # the key's value to mark (a candidate)
-    # a row's values -> its model's decoding state in bytes per sequence (None: undeclared); when given,
-    # the Pareto view's third cost instead of inference ms (attnx compare's `pareto: state`)
-    state_bytes: dict[tuple[Any, ...], int | None] | None = None
-
-    @property
-    def left_out(self) -> list[dict[str, Any]]:
-        """The runs no table, statistic or figure shows: not completed, or without a valid record."""
-        return [r for r in self.runs if r.get("status") != "completed"]
-
-    def cells(self) -> Cells | None:
-        return cells(self.rows, self.columns, self.key, self.tuned) if self.key in self.columns else None
 
 
 def sections(study: Study, out: Path, xs: list[str], panels: list[str]) -> list[Section]:
@@ -182,108 +147,6 @@ def best_lines(study: Study) -> list[str]:
             "(with few seeds it spans little more than the seeds themselves)."
         )
     return lines
-
-
-def statistics_section(study: Study, grouped: Cells) -> Section:
-    metric, key = study.metrics[0], grouped.key
-    seeds = sorted({len(row.by_seed(metric)) for row in study.rows})
-    parts: list[str | Table] = [n_note(seeds)]
-    if study.baseline is not None:
-        own = "".join(f"; {grouped.label(c)}: `{key}={text(v)}`" for c, v in study.baselines.items())
-        parts.append(f"**Paired against `{key}={text(study.baseline)}`**{own} on {metric}, seed by seed:")
-        parts.append(baseline_table(study, grouped))
-        parts.append(
-            "Δ is the mean per-seed difference (row − baseline) with its 95% bootstrap interval; d_z = "
-            "mean / sd of the differences, with its bootstrap interval; MDE the smallest difference a t-test "
-            f"detects at this n with power {stats.POWER:g} (α = {stats.ALPHA:g}), and floor the smallest p "
-            f"the exact test can give at this n (2/2ⁿ); p is two-sided, exact (sign-flip over seeds up to "
-            f"{stats.EXACT_MAX}, Wilcoxon signed-rank above), and Holm's adjustment is within each cell: "
-            "each cell is its own question. A row with a run still improving on either side is "
-            '"not converged: raise the budget", never better or worse.'
-        )
-    parts.append(
-        f"**Wins, ties and losses** of each `{key}` (row) against each other (column) on {metric}: W when "
-        "the 95% bootstrap interval of the paired difference lies wholly on the better side of 0, L wholly "
-        "on the worse side, T otherwise; NC when either side has a run still improving (no win, no loss)."
-    )
-    parts += matrix_tables(grouped, metric)
-    parts.append(f"**Ranks** by mean {metric} in each cell (1 = best; ties share their mean rank):")
-    parts.append(rank_table(grouped, metric))
-    return Section("Statistics", parts)
-
-
-def n_note(seeds: list[int]) -> str:
-    """What the seed counts allow a test to show, said plainly."""
-    if not seeds or max(seeds) < 2:
-        return "One seed per configuration: no interval and no test is possible (run `seed=0,1,2`)."
-    n = min(seeds)
-    counts = f"n = {n} seeds" if len(seeds) == 1 else f"n = {min(seeds)}–{max(seeds)} seeds"
-    floor = stats.smallest_p(n)
-    if floor >= stats.ALPHA:
-        return (
-            f"{counts} per configuration. With {n} paired seeds the smallest two-sided p an exact test can "
-            f"give is {floor:.3f}, so no difference here can reach p < {stats.ALPHA}: "
-            f"{stats.seeds_for()} seeds are the fewest that can, {stats.seeds_for(0.01)} for p < 0.01."
-        )
-    needed = stats.seeds_for(0.01)
-    more = f"; p < 0.01 needs {needed} seeds" if n < needed else ""
-    return f"{counts} per configuration; the smallest attainable two-sided p is {floor:.4f}{more}."
-
-
-def baseline_table(study: Study, grouped: Cells) -> Table:
-    comparisons = against_baseline(grouped, study.baseline, study.metrics[0], study.baselines)
-    body = []
-    for c in comparisons:
-        r = c.result
-        ci = f"[{r.ci[0]:+.3f}, {r.ci[1]:+.3f}]" if r.ci else "–"
-        d_z = "–" if r.d_z is None else f"{r.d_z:+.2f}"
-        d_z_ci = f"[{r.d_z_ci[0]:+.2f}, {r.d_z_ci[1]:+.2f}]" if r.d_z_ci else "–"
-        body.append(
-            [
-                grouped.label(c.cell),
-                text(c.value),
-                str(r.n),
-                f"{r.mean:+.3f}",
-                ci,
-                d_z,
-                d_z_ci,
-                "–" if r.mde is None else f"{r.mde:.3f}",
-                _p(stats.smallest_p(r.n)) if r.n > 1 else "–",
-                r.test,
-                _p(r.p),
-                _p(c.p_holm),
-                c.verdict(),
-            ]
-        )
-    header = ["cell", grouped.key, "n", "Δ", "95% CI", "d_z", "d_z 95% CI", "MDE", "floor", "test", "p"]
-    header += ["p (Holm)", "verdict"]
-    return Table(header, body, right_from=2, id="baseline")
-
-
-def matrix_tables(grouped: Cells, metric: str) -> list[str | Table]:
-    values = grouped.values()
-    found: list[str | Table] = []
-    for cell, outcomes in win_matrix(grouped, metric).items():
-        present = [v for v in values if v in grouped.rows[cell]]
-        body = [[text(a), *(("·" if a == b else outcomes[(a, b)]) for b in present)] for a in present]
-        found += [f"*{grouped.label(cell)}*", Table([grouped.key, *map(text, present)], body, right_from=1)]
-    return found
-
-
-def rank_table(grouped: Cells, metric: str) -> Table:
-    ranked = ranks(grouped, metric)
-    order = sorted(ranked, key=lambda v: mean_rank(ranked[v]))
-    header = [grouped.key, *(grouped.label(cell) for cell in grouped.rows), "mean rank", "cells"]
-    body = [
-        [
-            text(v),
-            *(f"{ranked[v][cell]:g}" if cell in ranked[v] else "–" for cell in grouped.rows),
-            f"{mean_rank(ranked[v]):.2f}",
-            str(len(ranked[v])),
-        ]
-        for v in order
-    ]
-    return Table(header, body, right_from=1, id="ranks")
 
 
 def cost_section(study: Study, grouped: Cells, out: Path) -> Section:
@@ -415,10 +278,6 @@ def outcome(runs: list[dict[str, Any]]) -> str:
     others = Counter(r["status"] for r in runs if r["status"] != "completed")
     rest = ", ".join(f"{n} {state}" for state, n in sorted(others.items()))
     return f"{done}/{len(runs)} runs completed" + (f"; {rest}" if rest else "")
-
-
-def _p(p: float | None) -> str:
-    return "–" if p is None else f"{p:.3f}" if p >= 0.001 else f"{p:.1e}"
 
 
 def _ms(v: float | None) -> str:

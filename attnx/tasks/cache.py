@@ -124,8 +124,8 @@ class CachedTextTask(TextTask):
                 for split, data in splits.items()
             },
             "src_itos": self.src_vocab.itos,
-            "tgt_itos": self.tgt_vocab.itos if self.model_type == "seq2seq" else None,
-            "classes": self.classes if self.model_type == "classification" else None,
+            "tgt_itos": self.tgt_vocab.itos if self.sequence_targets else None,
+            "classes": None if self.sequence_targets else self.classes,
             "references": getattr(self, "reference_texts", None),
         }
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -135,7 +135,7 @@ class CachedTextTask(TextTask):
 
     def _restore(self, state: dict[str, Any]) -> dict[str, PaddedSplit]:
         self.src_vocab = Vocab(state["src_itos"])
-        if self.model_type == "seq2seq":
+        if self.sequence_targets:
             self.tgt_vocab = Vocab(state["tgt_itos"])
             self.reference_texts = state["references"]
         else:

@@ -48,6 +48,8 @@ class ErrorRate(Metric):
 
     full_state_update = False
     higher_is_better = False
+    plot_lower_bound = 0.0  # its best value: no errors (attnx reads it as the metric's ceiling)
+    plot_upper_bound = 1.0
     errors: torch.Tensor  # states, made by add_state
     total: torch.Tensor
 

@@ -21,7 +21,7 @@ import torch
 from torch import Tensor
 
 from attnx.registry import register_task
-from attnx.tasks.base import check, check_slices, slice_name
+from attnx.tasks.base import Shape, check, check_slices, slice_name
 from attnx.tasks.drawn import DrawnTask
 from attnx.vocab import PAD, SPECIALS, Vocab
 
@@ -89,6 +89,10 @@ class MQARTask(DrawnTask):
         self.shapes["val"] = self.shapes["test" if val_like_test else "train"]
         self.shapes |= {slice_name(k): (k * seq_len, k * num_kv_pairs) for k in self.test_slices}
         self.src_vocab = Vocab(str(t) for t in range(vocab_size))
+
+    def declared_shape(self) -> Shape:
+        lengths = {split: self.shapes[split][0] for split in self.split_names()}
+        return Shape(lengths, lengths)  # every sequence is its split's seq_len long, its targets aligned
 
     def sample(self, n: int, split: str, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         """`n` sequences of the split's shape: (token ids [n, seq_len], target ids [n, seq_len], PAD where

@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 from attnx.registry import register_task
-from attnx.tasks.base import PaddedSplit, SizedTask, check, check_lengths, check_slices, slice_name
+from attnx.tasks.base import PaddedSplit, Shape, SizedTask, check, check_lengths, check_slices, slice_name
 from attnx.vocab import BOS, EOS, PAD, SPECIALS, Vocab
 
 _FIRST_SYMBOL = len(SPECIALS)  # symbol i has id _FIRST_SYMBOL + i in every vocabulary here
@@ -118,6 +118,15 @@ class SyntheticSeq2Seq(SizedTask):
         """`n` random sources: (PAD-padded ids [n, W] with W fixed by max_len, lengths [n])."""
         raise NotImplementedError
 
+    def longest(self, units: int) -> tuple[int, int]:
+        """The most tokens of a source of at most `units` (symbols, digits) and of its target (without BOS
+        and EOS)."""
+        raise NotImplementedError
+
+    def declared_shape(self) -> Shape:
+        longest = {split: self.longest(high) for split, (_, high) in self.ranges.items()}
+        return Shape({s: n for s, (n, _) in longest.items()}, {s: n + 2 for s, (_, n) in longest.items()})
+
     def target(self, src: Tensor, src_len: Tensor) -> tuple[Tensor, Tensor]:
         """The target of each source: (PAD-padded ids without BOS/EOS, lengths)."""
         raise NotImplementedError
@@ -161,6 +170,9 @@ class SymbolSequenceTask(SyntheticSeq2Seq):
         check("vocab_size", vocab_size, vocab_size >= 2, ">= 2")
         self.vocab_size = vocab_size
         self.src_vocab = self.tgt_vocab = Vocab(str(i) for i in range(vocab_size))
+
+    def longest(self, units: int) -> tuple[int, int]:
+        return units, units  # every task here maps n symbols to n symbols
 
     def sample(self, n: int, min_len: int, max_len: int, generator: torch.Generator) -> tuple[Tensor, Tensor]:
         lengths = torch.randint(min_len, max_len + 1, (n,), generator=generator)
@@ -229,6 +241,9 @@ class AdditionTask(SyntheticSeq2Seq):
 
     def tokenize(self, text: str) -> list[str]:
         return list(text.replace(" ", ""))
+
+    def longest(self, units: int) -> tuple[int, int]:
+        return 2 * units + 1, units + 1  # a+b, and a sum of one digit more
 
     def detokenize(self, tokens: list[str]) -> str:
         return "".join(tokens)

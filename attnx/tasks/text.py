@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable
 import torch
 from torch import Tensor
 
+from attnx.registry import model_type
 from attnx.tasks.base import SPLITS, PaddedSplit, Task, derive_seed
 from attnx.vocab import BOS, EOS, PAD, Vocab
 
@@ -76,13 +77,26 @@ def unique_examples(
 
 
 class TextTask(Task):
-    """A task built from text examples; subclasses implement `examples()` and set `kind`.
+    """A task built from text examples; subclasses implement `examples()` and set `model_type` (one whose
+    targets are token sequences, as seq2seq's, or labels, as classification's).
 
     Override `tokenize` (and `tokenize_target` for seq2seq targets), `build_vocab` for a closed
     vocabulary, or `build_classes` for a fixed class order. `min_freq` sets the vocabulary cut-off.
     """
 
     min_freq: int = 1
+
+    @property
+    def sequence_targets(self) -> bool:
+        """Whether the targets are token sequences (the model type's `targets`), else class labels; a text
+        task cannot give a model type other targets (an lm's aligned next tokens)."""
+        targets = model_type(self.model_type).targets
+        if targets not in ("sequence", "label"):
+            raise ValueError(
+                f"task {type(self).__name__}: a TextTask's examples give sequence or label targets; model "
+                f"type {self.model_type} trains on {targets} targets"
+            )
+        return targets == "sequence"
 
     def examples(self) -> dict[str, list[Example]]:
         """Raw (source, target-or-class) pairs for each of train, val and test."""
@@ -109,14 +123,13 @@ class TextTask(Task):
             if empty is not None:
                 raise ValueError(f"{split} example {empty} has an empty source: {raw[split][empty][0]!r}")
         self.src_vocab = self.build_vocab(sources["train"])
-        if self.model_type == "seq2seq":
+        if self.sequence_targets:
             self.tgt_vocab = self.build_vocab([self.tokenize_target(y) for _, y in raw["train"]])
-        else:
-            self.classes = self.build_classes([y for _, y in raw["train"]])
-        if self.model_type == "seq2seq":
             self.reference_texts = {
                 split: [self.example_references(x, y) for x, y in raw[split]] for split in ("val", "test")
             }
+        else:
+            self.classes = self.build_classes([y for _, y in raw["train"]])
         return {split: self._pack(split, sources[split], [y for _, y in raw[split]]) for split in SPLITS}
 
     def example_references(self, source: str, target: str) -> list[str]:
@@ -129,7 +142,7 @@ class TextTask(Task):
 
     def _pack(self, split: str, sources: list[list[str]], targets: list[str]) -> PaddedSplit:
         src, src_len = pad_ids([self.src_vocab.encode(tokens) for tokens in sources])
-        if self.model_type == "seq2seq":
+        if self.sequence_targets:
             tgt, tgt_len = pad_ids(
                 [[BOS, *self.tgt_vocab.encode(self.tokenize_target(y)), EOS] for y in targets]
             )

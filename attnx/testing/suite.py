@@ -15,7 +15,8 @@ import difflib
 from functools import partial
 from typing import Any, NamedTuple
 
-from attnx.nn.attention import Attention, SoftmaxAttention
+from attnx.nn.attention import Attention
+from attnx.nn.classic import SoftmaxAttention
 from attnx.nn.scores import Score
 from attnx.registry import STRUCTURAL, RegistryError, init_parameters, load_all, registry
 from attnx.testing.cases import Subject

@@ -32,8 +32,6 @@ from typing import Any
 MIN_VALIDATIONS = 4
 # metrics bounded by 1 (a share of tokens, sequences or labels): their natural ceiling
 BOUNDED = ("acc", "exact_match", "token_acc", "f1")
-# the metric a model type's curve is judged by when `convergence.metric` is null: its headline share
-HEADLINE = {"seq2seq": "val/exact_match", "classification": "val/acc", "lm": "val/acc"}
 # names whose values fall as models improve: losses, perplexity, error rates (PER, WER)
 LOWER_IS_BETTER = ("loss", "perplexity", "per", "wer")
 

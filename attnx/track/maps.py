@@ -14,6 +14,7 @@ work unchanged and mechanisms without weights (`none`, `fixed_c`) yield no map:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from textwrap import shorten
 from typing import Any
@@ -59,30 +60,63 @@ def attention_maps(
     self_attention: bool = True,
     layers: list[int] | None = None,
 ) -> list[list[AttentionMap]]:
-    """The maps of every example of `batch` (a list per example) for an attnx LightningModule.
+    """The maps of every example of `batch` (a list per example) for an attnx LightningModule, drawn by
+    its model type's `maps` piece (`lm_maps`, `seq2seq_maps`, `pooling_maps`, or a plugin's).
 
     `heads`: "each" keeps one map per head, "mean" averages them. `self_attention` adds the
     encoder's self-attention of `layers` (indices, negative from the end; None = all)."""
-    spec, model = module.spec, module.model
-    if spec.model_type == "lm":
-        return [[_heads(m, heads) for m in example] for example in _language_model(module, batch, layers)]
+    maps = module.spec.declared.piece("maps")(module, batch, self_attention, layers)
+    return [[_heads(m, heads) for m in example] for example in maps]
+
+
+def lm_maps(
+    module: Any, batch: Batch, self_attention: bool, layers: list[int] | None
+) -> list[list[AttentionMap]]:
+    """An lm's self-attention of `layers`, always: it is the model's only attention."""
+    return _language_model(module, batch, layers)
+
+
+def seq2seq_maps(
+    module: Any, batch: Batch, self_attention: bool, layers: list[int] | None
+) -> list[list[AttentionMap]]:
+    """A decoder's cross-attention per output step, then (`self_attention`) its hosts' self-attention."""
+    return _with_self_attention(module, batch, self_attention, layers, _cross_attention)
+
+
+def pooling_maps(
+    module: Any, batch: Batch, self_attention: bool, layers: list[int] | None
+) -> list[list[AttentionMap]]:
+    """A classifier's pooling weights, then (`self_attention`) its encoder's self-attention."""
+    return _with_self_attention(module, batch, self_attention, layers, _pooling)
+
+
+def _with_self_attention(
+    module: Any,
+    batch: Batch,
+    self_attention: bool,
+    layers: list[int] | None,
+    own: Callable[[Any, Batch], list[list[AttentionMap]]],
+) -> list[list[AttentionMap]]:
+    """`own` maps, with the self-attention of every part that records its weights (`record_weights`: a
+    self-attention encoder, a Transformer decoder) recorded during `own`'s forward pass, on request."""
+    model = module.model
     parts = (model.encoder, getattr(model, "decoder", None))
     recorders = [m for m in parts if m is not None and hasattr(m, "record_weights")] if self_attention else []
     for recorder in recorders:
         recorder.record_weights = True  # kept by the forward pass below, read back after it
     try:
-        maps = _cross_attention(module, batch) if spec.model_type == "seq2seq" else _pooling(module, batch)
+        maps = own(module, batch)
         if model.encoder in recorders:
             maps = [
-                own + more for own, more in zip(maps, _self_attention(model.encoder, module, batch, layers))
+                mine + more for mine, more in zip(maps, _self_attention(model.encoder, module, batch, layers))
             ]
         if getattr(model, "decoder", None) in recorders:
             decoder_maps = _decoder_self_attention(model.decoder, module.sites, maps, layers)
-            maps = [own + more for own, more in zip(maps, decoder_maps)]
+            maps = [mine + more for mine, more in zip(maps, decoder_maps)]
     finally:
         for recorder in recorders:
             recorder.record_weights = False
-    return [[_heads(m, heads) for m in example] for example in maps]
+    return maps
 
 
 def _sources(spec: ModelSpec, batch: Batch) -> list[list[str]]:

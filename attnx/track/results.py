@@ -17,6 +17,7 @@ import json
 import logging
 import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,17 @@ def write_atomically(path: Path, data: bytes) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why `folder` cannot be made and written into, or None; makes it, as its first writer would."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as error:
+        return error.strerror or str(error)
+    return None
 
 
 def write_results(output_dir: str | Path, record: dict[str, Any]) -> Path:

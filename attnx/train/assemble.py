@@ -1,41 +1,46 @@
-"""Assembling a run's objects from a composed config: the task, the LightningModule (from the config's
-`ModelSpec`, on the attention sites that validation checked) and the Trainer with attnx's callbacks,
-loggers and checkpoint I/O. What a run does with them is `attnx.train.run`'s."""
+"""Assembling a run's objects from its resolved configuration (`attnx.config.resolved.ResolvedRun`): the
+task, the LightningModule (from the run's `ModelSpec`, on the attention sites validation checked) and the
+Trainer with attnx's callbacks, loggers and checkpoint I/O. What a run does with them is
+`attnx.train.run`'s."""
 
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
-from attnx.config.compose import ConfigError, plain
-from attnx.config.validation import check_convergence, check_lengths, check_monitors, validate
-from attnx.models.spec import PARTS, SECTIONS, ModelSpec, check_model_type
+from attnx.config.compose import ConfigError
+from attnx.config.resolved import ResolvedRun, thawed
+from attnx.models.spec import SECTIONS, ModelSpec
+from attnx.registry import ModelType
+from attnx.tasks.base import Shape, check_fit
 from attnx.track.signals import Signals
 from attnx.train import distributed
 
 
-def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any, Any]:
-    """(task, LightningModule, Trainer) for a composed config, seeded; the task's data is built. The
-    module's model is built on the attention sites validation checked (`module.sites`). With `signals`,
-    SIGTERM/SIGINT stop the Trainer at a batch end and save last.ckpt."""
+def assemble(run: ResolvedRun, cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any, Any]:
+    """(task, LightningModule, Trainer) for a validated run, seeded; the task's data is built. The module's
+    model is built on the attention sites validation checked (`module.sites`). `cfg` is the composed
+    config, whose Trainer, callbacks and loggers Hydra instantiates. With `signals`, SIGTERM/SIGINT stop
+    the Trainer at a batch end and save last.ckpt."""
     import torch
 
     from attnx.lit import checkpoints
 
-    sites = validate(cfg)
-    if cfg.ckpt_path is not None:
+    preloaded = {}
+    if run["ckpt_path"] is not None:  # verified now, and handed to Lightning's load: read once
         try:
-            checkpoints.load(cfg.ckpt_path)
+            preloaded[str(run["ckpt_path"])] = checkpoints.load(run["ckpt_path"])
         except checkpoints.CheckpointError as error:
-            raise ConfigError(f"ckpt_path={cfg.ckpt_path}: {error.reason}") from None
-    torch.set_num_threads(cfg.threads)
+            raise ConfigError(f"ckpt_path={run['ckpt_path']}: {error.reason}") from None
+    torch.set_num_threads(run["threads"])
     # Lightning's DDP launch sets cpu_count / processes threads unless OMP_NUM_THREADS says otherwise
-    os.environ["OMP_NUM_THREADS"] = str(cfg.threads)
+    os.environ["OMP_NUM_THREADS"] = str(run["threads"])
 
     import lightning.pytorch as pl
     from hydra.errors import InstantiationException
@@ -43,45 +48,45 @@ def assemble(cfg: DictConfig, signals: Signals | None = None) -> tuple[Any, Any,
 
     from attnx.lit import lit_module
 
-    pl.seed_everything(cfg.seed, workers=True, verbose=False)
-    task = registry.build("task", cfg.task)
+    pl.seed_everything(run["seed"], workers=True, verbose=False)
+    task = registry.build("task", run["task"])
     task.setup()
-    check_lengths(cfg, task)
-    module = lit_module(model_spec(cfg, task), sites)
-    check_monitors(cfg, module.logged_metrics(), cfg.task.name)
-    judged = check_convergence(cfg, module.logged_metrics(), task.model_type, cfg.task.name)
+    if run.shape is None:  # lengths the task could not declare: its data tells
+        check_fit(run.readers, Shape.of(task.splits), run["task"]["name"])
+    module = lit_module(model_spec(run.model_type, run.sections, task), run.sites)
     try:
-        trainer = _trainer(cfg, signals, judged)
+        trainer = _trainer(run, cfg, signals, preloaded)
     except (InstantiationException, MisconfigurationException) as error:  # what validate cannot see
         raise ConfigError(f"trainer: {error.__cause__ or error}") from None
     distributed.check_nodes(trainer)  # the cluster environment is the Trainer's: known once it exists
     return task, module, trainer
 
 
-def model_spec(cfg: DictConfig, task: Any) -> ModelSpec:
-    """What rebuilds the model without the data (stored in checkpoints): the config sections of a
-    composed config that the task's model type is made of, and the built task's vocabularies."""
-    parts = PARTS[check_model_type(task.model_type)]
+def model_spec(kind: ModelType, sections: Mapping[str, Any], task: Any) -> ModelSpec:
+    """What rebuilds the model without the data (stored in checkpoints): the config sections the model
+    type is made of, and the built task's vocabularies (the target's where its targets are sequences, the
+    classes where they are labels)."""
     return ModelSpec(
-        model_type=task.model_type,
-        task=plain(cfg.task),
-        attention=plain(cfg.attention),
-        score=plain(cfg.get("score")),
-        optim=plain(cfg.optim),
-        decode=plain(cfg.decode),
-        compile=cfg.compile,
-        embedding_seed=cfg.seed if cfg.paired_embeddings else None,
+        model_type=kind.name,
+        task=thawed(sections["task"]),
+        attention=thawed(sections["attention"]),
+        score=thawed(sections.get("score")),
+        optim=thawed(sections["optim"]),
+        decode=thawed(sections["decode"]),
+        compile=sections["compile"],
+        embedding_seed=sections["seed"] if sections["paired_embeddings"] else None,
         src_itos=task.src_vocab.itos,
-        tgt_itos=task.tgt_vocab.itos if "decoder" in parts else None,
-        classes=list(task.classes) if "classifier" in parts else None,
-        **{part: plain(cfg[part]) if part in parts else None for part in SECTIONS},
+        tgt_itos=task.tgt_vocab.itos if kind.targets == "sequence" else None,
+        classes=list(task.classes) if kind.targets == "label" else None,
+        **{part: thawed(sections.get(part)) if part in kind.parts else None for part in SECTIONS},
     )
 
 
-def _trainer(cfg: DictConfig, signals: Signals | None, judged: str) -> Any:
+def _trainer(run: ResolvedRun, cfg: DictConfig, signals: Signals | None, preloaded: dict[str, Any]) -> Any:
     """The Trainer: the configured callbacks and loggers, plus attnx's checkpoint I/O (atomic writes,
-    checksums, safe loading), interruption handling and the validation curve, its verdict judged on the
-    metric `judged` (and the stop on it, with `convergence.stop`)."""
+    checksums, safe loading; `preloaded` checkpoints, verified already, are not read again), interruption
+    handling and the validation curve, its verdict judged on the run's `judged` metric (and the stop on
+    it, with `convergence.stop`)."""
     from hydra.errors import InstantiationException
     from hydra.utils import instantiate
     from lightning.pytorch.callbacks import RichProgressBar
@@ -103,10 +108,20 @@ def _trainer(cfg: DictConfig, signals: Signals | None, judged: str) -> Any:
     callbacks.append(ExactResume())  # a resumed run goes on as the interrupted one would have
     callbacks.append(LastValidation())  # spares validating the best checkpoint again (run._validate)
     # every run records its curve, whatever `callbacks` the config lists: not a callbacks entry
-    callbacks.append(Convergence(**{**plain(cfg.convergence), "metric": judged}))
+    convergence, judged = run["convergence"], run.metrics[run.judged]
+    callbacks.append(
+        Convergence(
+            run.judged,
+            tolerance=convergence["tolerance"],
+            ceiling=judged.ceiling if convergence["ceiling"] is None else convergence["ceiling"],
+            higher_is_better=judged.higher_is_better,
+            min_validations=convergence["min_validations"],
+            stop=convergence["stop"],
+        )
+    )
     if signals is not None:
         callbacks.append(SaveOnInterrupt(signals, checkpoint_dir(cfg)))
-    plugins: list[Any] = [VerifiedCheckpointIO()]
+    plugins: list[Any] = [VerifiedCheckpointIO(preloaded)]
     if SLURMEnvironment.detect():  # submitit owns SLURM's requeue signal, not Lightning (signals.py)
         plugins.append(SLURMEnvironment(auto_requeue=False))
     loggers = [instantiate(lg) for lg in (cfg.get("logger") or {}).values() if lg is not None]

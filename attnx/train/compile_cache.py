@@ -20,7 +20,7 @@ from hydra.experimental.callback import Callback
 from hydra.types import RunMode
 from omegaconf import DictConfig
 
-from attnx.config.validation import unwritable
+from attnx.track.results import unwritable
 
 VARIABLE = "TORCHINDUCTOR_CACHE_DIR"  # read by Inductor whenever it looks for its cache
 

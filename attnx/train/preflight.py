@@ -9,10 +9,9 @@ is known before: its fixed overrides with each value of its choices and ranges a
 intervals, one job per value (`covering_jobs`). A value drawn inside an interval, and a combination
 of drawn values, are checked by its trial when it runs.
 
-Each job gets what `attnx.train.assemble.assemble` checks before it builds any data:
-`attnx.config.validation.validate` and the task's constructor (its own argument checks:
-`task.min_len <= task.max_len`). The jobs share one Hydra initialisation; `validate` imports Lightning
-once, for the Trainer's signature.
+Each job gets what a run checks before it builds any data: `attnx.config.validation.validate`, the task's
+constructor among it (its own argument checks: `task.min_len <= task.max_len`). The jobs share one Hydra
+initialisation; `validate` imports Lightning once, for the Trainer's signature.
 """
 
 from __future__ import annotations
@@ -34,6 +33,7 @@ from attnx.config.compose import (
     renamed_sections,
     search_path_override,
 )
+from attnx.config.resolved import ResolvedRun
 
 BASIC = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 PLAN = "hydra_plugins.attnx_plan_sweeper.plan_sweeper.PlanSweeper"
@@ -64,9 +64,9 @@ def check_sweep(parsed: list[Any], hydra_cfg: DictConfig) -> None:
             except Exception as error:  # Hydra's own: an unknown key, a wrong type, a missing option
                 raise ConfigError(f"{_label(number, job, jobs, complete)}: {one_line(error)}") from None
             try:
+                run = check_job(cfg)
                 if not complete and number == 0:
-                    check_search(cfg)
-                check_job(cfg)
+                    check_search(run)
             except USER_ERRORS as error:
                 raise ConfigError(f"{_label(number, job, jobs, complete)}: {one_line(error)}") from None
 
@@ -96,10 +96,10 @@ def sweep_jobs(task: list[Any], sweeper: DictConfig, parser: Any) -> tuple[list[
     return covering_jobs(parser.parse_overrides(known)), False
 
 
-def check_job(cfg: DictConfig) -> None:
-    """What a job checks before it builds its data (`attnx.train.assemble.assemble`), on its config
-    composed with the `hydra` node (which the job's own config lacks). A SLURM job's accelerator is its
-    node's to have, not this machine's."""
+def check_job(cfg: DictConfig) -> ResolvedRun:
+    """What a job checks before it builds its data (`attnx.config.validation.validate`, the task's own
+    arguments among it), on its config composed with the `hydra` node (which the job's own config
+    lacks). A SLURM job's accelerator is its node's to have, not this machine's."""
     from attnx.config.validation import validate
 
     renamed_sections(cfg)
@@ -108,24 +108,17 @@ def check_job(cfg: DictConfig) -> None:
     here = cfg.hydra.launcher.get("_target_") != SLURM_LAUNCHER
     with open_dict(cfg):
         del cfg["hydra"]
-    validate(cfg, here)
-    registry.build("task", cfg.task)
+    return validate(cfg, here)
 
 
-def check_search(cfg: DictConfig) -> None:
+def check_search(run: ResolvedRun) -> None:
     """What a sweeper that steers by each run's result (Optuna) needs, which would otherwise fail every
     trial after it trained: an `optimized_metric` the runs log (their validation metrics, and the same
-    at test). Checked on one job, with its data built."""
-    from attnx.lit import lit_module
-    from attnx.train.assemble import model_spec
-
-    task = registry.build("task", cfg.task)
-    task.setup()
-    module = lit_module(model_spec(cfg, task))
-    known = [*module.logged_metrics("test"), *module.logged_metrics("val")]
-    if cfg.optimized_metric not in known:
+    at test), as the run's model type and task declare them."""
+    known = [*run.logged("test"), *run.logged("val")]
+    if run["optimized_metric"] not in known:
         raise ConfigError(
-            f"optimized_metric={cfg.optimized_metric}: task {cfg.task.name} logs no such metric; "
+            f"optimized_metric={run['optimized_metric']}: task {run['task']['name']} logs no such metric; "
             f"it logs {', '.join(known)}"
         )
 

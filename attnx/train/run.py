@@ -14,6 +14,7 @@ writes its files, and `results.json` records `world_size`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import os
@@ -32,6 +33,8 @@ from omegaconf.errors import OmegaConfBaseException
 
 from attnx import registry
 from attnx.config.compose import ConfigError, one_line, renamed_sections
+from attnx.config.resolved import PLUMBING, ResolvedRun, thawed
+from attnx.config.validation import validate
 from attnx.track import sweep
 from attnx.track.lock import RunFolderBusy, RunLock
 from attnx.track.results import CHOICES, Record, completed
@@ -112,7 +115,7 @@ def _run(
         # registered names, not aliases as typed: `attention=bahdanau` is recorded as additive
         choices={k: (cfg.get(k) or {}).get("name") for k in CHOICES},
         output_dir=str(output_dir),
-        config=None,  # resolved in the try below: a bad interpolation is the user's error, recorded
+        config=None,  # resolved by validation below: a bad interpolation is the user's error, recorded
     )
     done = completed(output_dir) if cfg.resume == "auto" else None
     if done and _same_run(done["overrides"], record["overrides"]):
@@ -122,15 +125,21 @@ def _run(
     try:
         record.write()
         try:
-            record["config"] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
-            task, module, trainer = assemble(cfg, signals)
-            record["choices"]["score"] = module.sites.attention.score  # the score validation resolved
-            # a classifier has no decoder, an lm no encoder either: those groups' defaults are unused
-            for part in ("encoder", "decoder"):
-                if part not in module.spec.parts:
-                    record["choices"][part] = None
-            record["model_type"] = module.spec.model_type
+            run = validate(cfg)
+            record.update(
+                config=_config(run, cfg),
+                choices=run.choices(),  # registered names; the score validation resolved; None: no such part
+                model_type=run.model_type.name,
+                metric_declarations={
+                    name: {"higher_is_better": m.higher_is_better, "ceiling": m.ceiling}
+                    for name, m in run.metrics.items()
+                },
+            )
+            task, module, trainer = assemble(run, cfg, signals)
         except (ConfigError, ValueError, registry.RegistryError, OmegaConfBaseException) as error:
+            if record["config"] is None:  # refused before it was resolved: the config as far as it resolves
+                with contextlib.suppress(OmegaConfBaseException):
+                    record["config"] = OmegaConf.to_container(cfg, resolve=True, throw_on_missing=False)
             return _fail(record, error, multirun, user_error=True)
         return _fit(cfg, task, module, trainer, record)
     except Interrupted as error:
@@ -160,7 +169,9 @@ def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) 
     check_writable(folder)
     ckpt_path = cfg.ckpt_path
     if ckpt_path is None and cfg.resume == "auto":
-        ckpt_path, skipped = newest_good(folder)
+        ckpt_path, checkpoint, skipped = newest_good(folder)
+        if checkpoint is not None:  # verified: Lightning's load takes it instead of reading it again
+            trainer.strategy.checkpoint_io.preloaded[str(ckpt_path)] = checkpoint
         if skipped:
             record["resume_skipped"] = skipped
             then = f"resuming from {ckpt_path}" if ckpt_path else "no good checkpoint left: starting afresh"
@@ -212,6 +223,13 @@ def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) 
             ", ".join(sorted(record["metrics"])),
         )
     return record["metrics"].get(cfg.optimized_metric)
+
+
+def _config(run: ResolvedRun, cfg: DictConfig) -> dict[str, Any]:
+    """results.json's `config`: the run's resolved sections, and the nodes Hydra instantiates for
+    Lightning (trainer, callbacks, loggers, paths), which resolve here, inside the job."""
+    plumbing = {key: OmegaConf.to_container(cfg[key], resolve=True) for key in PLUMBING if key in cfg}
+    return {**thawed(run.sections), **plumbing}
 
 
 def _validate(trainer: Any, module: Any, evaluate: dict[str, Any]) -> dict[str, float]:

@@ -72,6 +72,7 @@ def completed(tmp: Path, *overrides: str) -> dict:
     assert record["status"] == "completed", record.get("error")
     return record
 
+
 # Two encoder layers and multi-head attention: every module with a fused path; 32 examples in batches of 8.
 FUSED = [
     *TINY_SELF_ATTN,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import attnx
 import attnx.contrib
-from attnx.nn.attention import MultiHeadAttention
+from attnx.nn.multihead import MultiHeadAttention
 
 CONTRIB = sorted(Path(attnx.contrib.__file__).parent.glob("*.py"))
 

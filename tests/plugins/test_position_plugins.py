@@ -12,9 +12,11 @@ import pytest
 import torch
 
 from attnx.config.compose import compose
-from attnx.nn.attention import LuongAttention, Mechanism, MultiHeadAttention
+from attnx.nn.attention import Mechanism
+from attnx.nn.classic import LuongAttention
 from attnx.nn.decoders import TransformerDecoder
 from attnx.nn.encoders import EncoderOutput
+from attnx.nn.multihead import MultiHeadAttention
 from attnx.nn.positions import Positions
 from attnx.nn.scores import Score
 from attnx.registry import get, load_all

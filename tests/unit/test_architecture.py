@@ -1,11 +1,11 @@
 """The package's plan, checked: its layers import one way (foundation <- nn, tasks <- models, testing,
-contrib <- config, lit, track <- commands), and no module imports itself back, within a layer either.
+contrib <- config, lit, track <- commands), no module imports itself back, within a layer either, and no
+module (attnx's or hydra_plugins') is over MAX_LINES lines: one that grows past is split by idea.
 
 Checked statically on every `import attnx...` in a module's source (function-level imports included):
 each names its own layer or a lower one, and the graph of module imports has no cycle. At run time,
 importing every module of the two bottom layers in a fresh interpreter loads nothing from a higher one.
 """
-
 
 from __future__ import annotations
 
@@ -15,12 +15,39 @@ from pathlib import Path
 import pytest
 
 from helpers.architecture import LAYERS, layer_of, modules
+from helpers.paths import REPO
 
 SIBLINGS = ("attnx.nn", "attnx.tasks")  # the bottom layer's two halves stay independent
+MAX_LINES = 400  # a module longer than this holds more than one idea (brief, ARCHITECTURE.md)
+SOURCES = ("attnx", "hydra_plugins")
 
 
+def too_long(root: Path, folders: tuple[str, ...] = SOURCES, limit: int = MAX_LINES) -> list[str]:
+    """`path: N lines` for each Python file under `folders` of `root` longer than `limit` lines."""
+    found = []
+    for folder in folders:
+        for path in sorted((root / folder).rglob("*.py")):
+            count = len(path.read_text().splitlines())
+            if count > limit:
+                found.append(f"{path.relative_to(root).as_posix()}: {count} lines")
+    return found
 
 
+def test_no_module_is_over_the_line_limit() -> None:
+    long = too_long(REPO)
+    assert not long, f"modules over {MAX_LINES} lines, to split by idea: {'; '.join(long)}"
+
+
+def test_the_line_limit_names_each_long_file_with_its_count(tmp_path: Path) -> None:
+    (tmp_path / "attnx" / "sub").mkdir(parents=True)
+    (tmp_path / "hydra_plugins").mkdir()
+    (tmp_path / "attnx" / "sub" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "attnx" / "at_limit.py").write_text("x = 1\n" * MAX_LINES)
+    (tmp_path / "hydra_plugins" / "plugin.py").write_text("x = 1\n" * 450)
+    assert too_long(tmp_path) == [
+        f"attnx/sub/long.py: {MAX_LINES + 1} lines",
+        "hydra_plugins/plugin.py: 450 lines",
+    ]
 
 
 def attnx_imports(path: Path) -> set[str]:

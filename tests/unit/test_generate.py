@@ -7,7 +7,7 @@ import argparse
 import pytest
 import torch
 
-from attnx.generate import GenerateError, check, generate, next_token, symbol_logits
+from attnx.generate import GenerateError, check, generate, next_token, parser, symbol_logits
 from attnx.models.assembly import build_model
 from attnx.models.lm import CausalLM
 
@@ -67,10 +67,23 @@ def test_top_k_draws_only_among_the_k_likeliest() -> None:
         ({"temperature": float("nan")}, "--temperature=nan: must be >= 0"),
         ({"temperature": 1.0, "top_k": 0}, "--top-k=0: must be >= 1"),
         ({"max_new_tokens": 0}, "--max-new-tokens=0: must be >= 1"),
-        ({"top_k": 5}, "--top-k=5 samples: give --temperature > 0 with it"),
     ],
 )
 def test_bad_options_name_the_option_and_its_limit(options: dict, expected: str) -> None:
     args = argparse.Namespace(**{"max_new_tokens": 4, "temperature": 0.0, "top_k": None, **options})
     with pytest.raises(GenerateError, match=expected.replace("(", "\\(").replace(")", "\\)")):
         check(args)
+
+
+@pytest.mark.parametrize(("option", "role"), [("--top-k", "limits sampling"), ("--seed", "seeds sampling")])
+def test_a_sampling_option_is_refused_when_decoding_is_greedy(
+    option: str, role: str, capsys: pytest.CaptureFixture
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        parser().parse_args(["run", "a b", option, "5"])  # --temperature 0, the default: greedy
+    assert exit_.value.code == 2
+    assert capsys.readouterr().err == (
+        f"attnx generate: {option} {role} (--temperature 0 is greedy): give --temperature > 0 too "
+        "(see attnx generate --help)\n"
+    )
+    assert parser().parse_args(["run", "a b", option, "5", "--temperature", "0.5"]).temperature == 0.5

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from attnx.bench.cli import main
-from attnx.bench.points import budget
+from attnx.bench.settings import budget
 
 
 def test_bench_tiny_grid_writes_table_csv_and_plots(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:

@@ -192,7 +192,7 @@ def test_every_shipped_suite_composes_and_every_task_hosts_its_mechanisms(name: 
     cfg = compose_compare([f"suite={name}"])
     check_keys(cfg)
     arms = [Arm(m, (f"attention={m}",)) for m in cfg.mechanisms]
-    hosted, refused = check_arms(cfg, arms, [])
+    hosted, refused, _ = check_arms(cfg, arms, [])
     assert set(hosted) == set(cfg.tasks) and len(cfg.seeds) >= 3
     # only the mechanisms that cannot be self-attention are refused, and only where the arms are
     # self-attention: an lm task's, or the encoder's (`site: encoder`)

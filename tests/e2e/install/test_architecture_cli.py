@@ -6,7 +6,6 @@ each names its own layer or a lower one, and the graph of module imports has no 
 importing every module of the two bottom layers in a fresh interpreter loads nothing from a higher one.
 """
 
-
 from __future__ import annotations
 
 import subprocess

@@ -9,7 +9,7 @@ check is missing fails at once instead of launching a suite. Every command and c
 
 `attnx report` on a folder without any run folder is bad input too (a mistyped path, exit 2, as a
 folder that does not exist); a damaged results.json next to good ones is listed in the report with why
-(exit 0).
+(exit 0); with no good one there is nothing to report (exit 1, one line, the report still says why).
 """
 
 from __future__ import annotations
@@ -18,8 +18,11 @@ import json
 import re
 import shlex
 import socket
+import sys
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TextIO
 
 import pytest
 import torch
@@ -310,6 +313,12 @@ CASES = [
         None,
     ),
     ("predict ckpt={rnn} input=1 top_k=0", "top_k must be >= 1, got 0", None),
+    # an option that acts only with another is refused, never ignored (`attnx.cli.Needs`), in every command
+    (
+        "predict ckpt={rnn} input=1 decode.length_penalty=0.6",  # the checkpoint decodes greedily
+        "decode.length_penalty ranks beam search's answers: give decode.beam_size > 1 too",
+        None,
+    ),
     ("predict ckpt={rnn} input=1 topk=3", "Key 'topk' not in 'PredictOptions'", None),
     ("predict ckpt={rnn} input=1 beam", "expected key=value, got 'beam'", None),
     ("predict", "missing ckpt, input", None),
@@ -319,12 +328,23 @@ CASES = [
     ("report {empty_folder}", "no run folder under {empty_folder}", None),
     # generate: an lm run or checkpoint, and sampling options in range
     ("generate {missing} a", "{missing}: no such run folder or checkpoint", None),
-    ("generate {runs} a", "a seq2seq model, not an lm", None),
+    ("generate {runs} a", "a seq2seq model, which does not continue a sequence token by token", None),
     ("generate {rnn} a --temperature -1", "--temperature=-1.0: must be >= 0 (0: greedy)", None),
     ("generate {rnn} a --temperature 1 --top-k 0", "--top-k=0: must be >= 1", None),
+    (
+        "generate {rnn} a --top-k 3",
+        "--top-k limits sampling (--temperature 0 is greedy): give --temperature > 0",
+        None,
+    ),
+    (
+        "generate {rnn} a --seed 0",
+        "--seed seeds sampling (--temperature 0 is greedy): give --temperature > 0",
+        None,
+    ),
     ("report {runs} --panel nope", "--panel nope is not a swept key; swept: (none)", None),
     ("report {runs} --select seed", "--select seed is not a swept key", None),
     ("report {runs} --by val/loss", "--by ranks --select's choice: give --select too", None),
+    ("report {runs} --bench-n 8", "--bench-n picks the N of --bench's rows: give --bench too", None),
     ("report {runs} --out {notaplan}", "--out {notaplan}: {notaplan} is a file, not a folder", None),
     ("report {missing}", "no such folder: {missing}", None),
     ("report {runs} --metric nope", "--metric nope: no run has it; metrics: test/exact_match", None),
@@ -377,6 +397,32 @@ CASES = [
     ("compare attention=local_window pareto=speed", "must be one of time, state", None),
     ("compare attention=local_window bench.n=0", "bench.n=0: must be a positive integer", None),
     ("compare attention=local_window bench.heads=3", "bench.heads=3 must divide bench.dim=64", None),
+    (
+        "compare attention=local_window protocol.lr_grid=[0.1]",
+        "protocol.lr_grid is what protocol.lr_search tries: give protocol.lr_search=true too",
+        None,
+    ),
+    (
+        "compare attention=local_window protocol.grid.lr=[0.1]",
+        "protocol.grid.lr is an axis of MAD's grid: give protocol.grid.enabled=true too",
+        None,
+    ),
+    (
+        "compare attention=local_window protocol.grid.weight_decay=[0]",
+        "give protocol.grid.enabled=true",
+        None,
+    ),
+    (
+        "compare attention=local_window protocol.param_tolerance=0.2",
+        "protocol.param_tolerance bounds protocol.match_params: give protocol.match_params=true too",
+        None,
+    ),
+    ("compare attention=local_window protocol.state_tolerance=0.2", "give protocol.match_state=true", None),
+    (
+        "compare attention=local_window score_host=additive",
+        "score_host is the mechanism a candidate score runs in: give score=NAME without attention=NAME",
+        None,
+    ),
     ("compare attention=local_window score_host=nope", "score_host: unknown attention 'nope'", None),
     ("compare attention=local_window seeds=0", "seeds=0: a count must be within 1..64", None),
     ("compare attention=local_window seeds=65", "seeds=65: a count must be within 1..64", None),
@@ -524,6 +570,8 @@ CASES = [
     ("bench --attention multi_head --dim 64 --heads 3", "--heads must divide --dim", None),
     ("bench --bogus", "unrecognized arguments: --bogus", None),
     ("bench --causal --attention none,fixed_c,dot", "--causal: no causal mask in none, fixed_c", None),
+    ("bench --attention '' --score dot", "--score picks the scores of --attention's mechanisms: give", None),
+    ("bench --attention '' --lm dot --causal", "--causal masks --attention's mechanisms", None),
     # plugins, and the dispatcher
     ("plugins chek", "argument action: invalid choice: 'chek'", None),
     ("plugins --bogus", "unrecognized arguments: --bogus", None),
@@ -544,6 +592,11 @@ CASES = [
     ("nope", "invalid choice: 'nope'", None),
 ]
 
+
+# A plugin that renames the score `dot`: its old name still works, warned (`Registry.deprecate`)
+RENAMES_DOT = (
+    'from attnx import registry\n\nregistry.registry("score").deprecate("_test_dot_before", "dot")\n'
+)
 
 # Suites with one thing wrong each (`compare suite=NAME`, from the `files` fixture's conf/suite/)
 SUITE_TASK = """  reverse:
@@ -599,6 +652,12 @@ def files(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
     (root / "transposed" / "transposed.py").write_text(TRANSPOSED)
     (root / "eval_dropout").mkdir()
     (root / "eval_dropout" / "eval_dropout.py").write_text(EVAL_DROPOUT)
+    (root / "renames_dot").mkdir()
+    (root / "renames_dot" / "renames_dot.py").write_text(RENAMES_DOT)
+    (root / "conf" / "experiment").mkdir(parents=True)
+    (root / "conf" / "experiment" / "old_model.yaml").write_text(
+        "# @package _global_\nmodel:\n  dropout: 1.5\n"
+    )
     (root / "conf" / "suite").mkdir(parents=True)
     for name, text in SUITES.items():
         (root / "conf" / "suite" / f"{name}.yaml").write_text(f"# @package _global_\n{text}")
@@ -685,32 +744,111 @@ def test_every_command_and_config_group_has_a_case() -> None:
     assert sorted(groups - named) == []
 
 
+# A renamed key, config section or registered name, still read: (command line, its two stderr lines)
+RENAMED = [
+    (
+        "train model.dropout=-0.1",
+        "attnx train: warning: `model` is now `classifier`: write classifier.dropout=-0.1",
+        "attnx train: classifier.dropout=-0.1: must be in [0, 1)",
+    ),
+    (
+        "train experiment=old_model",
+        "attnx train: warning: config section `model:` is now `classifier:`",
+        "attnx train: classifier.dropout=1.5: must be in [0, 1)",
+    ),
+    (
+        "bench --attention multi_head --score _test_dot_before --dim 64 --heads 3",
+        "attnx bench: warning: score '_test_dot_before' was renamed 'dot'; the old name will be removed",
+        "attnx bench: --heads must divide --dim; got d=64, heads=3",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "warning", "error"), RENAMED)
+def test_a_renamed_name_warns_in_one_line_before_the_one_line_error(
+    line: str,
+    warning: str,
+    error: str,
+    files: dict[str, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capfd: pytest.CaptureFixture,
+) -> None:
+    """Python would show `file:line: FutureWarning: ...` and the source line under it; attnx's own
+    warnings are one line, like its errors. pytest records warnings: here they are shown as Python shows
+    them outside it (`showwarning` writing `formatwarning`'s text), once each as by default."""
+
+    def as_python_shows(
+        message: Warning | str,
+        category: type[Warning],
+        filename: str,
+        lineno: int,
+        file: TextIO | None = None,
+        line: str | None = None,
+    ) -> None:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    monkeypatch.setattr(warnings, "showwarning", as_python_shows)
+    monkeypatch.setenv("ATTNX_CONFIG_PATH", files["conf"])
+    monkeypatch.setenv("ATTNX_PLUGIN_PATH", files["renames_dot"])
+    with warnings.catch_warnings():
+        warnings.simplefilter("default")
+        code, err = run(argv_of(line, files, tmp_path), capfd)
+    assert code == 2
+    assert err.splitlines() == [warning, error]
+
+
 def test_unknown_input_tokens_are_a_warning(files: dict[str, str], capfd: pytest.CaptureFixture) -> None:
     code, err = run(["predict", f"ckpt={files['rnn']}", "input=3 zz 1 qq zz"], capfd)
     assert code == 0
     assert err.strip() == "attnx predict: warning: read as <unk>, unknown to the model: zz, qq"
 
 
+# results.json files that are not a run record, and why the report says so
+UNREADABLE = {
+    "list": "a JSON list, not a run record",
+    "string": "a JSON str, not a run record",
+    "truncated": "ends at line 1, mid-record (truncated?)",
+    "garbled": "not valid JSON at line 1, column 2: Expecting property name enclosed in double quotes",
+}
+DAMAGED = {"list": "[1, 2]", "string": '"x"', "truncated": '{"status": ', "garbled": "{status}"}
+
+
 def test_report_lists_each_unreadable_file_and_builds_from_the_rest(
     files: dict[str, str], tmp_path: Path, capfd: pytest.CaptureFixture
 ) -> None:
-    why = {
-        "list": "a JSON list, not a run record",
-        "string": "a JSON str, not a run record",
-        "truncated": "ends at line 1, mid-record (truncated?)",
-        "garbled": "not valid JSON at line 1, column 2: Expecting property name enclosed in double quotes",
-    }
-    texts = {"list": "[1, 2]", "string": '"x"', "truncated": '{"status": ', "garbled": "{status}"}
-    for name, text in texts.items():
-        (tmp_path / name).mkdir()
-        (tmp_path / name / "results.json").write_text(text)
+    damage(tmp_path)
     (tmp_path / "good").mkdir()
     (tmp_path / "good" / "results.json").write_text(Path(files["runs"], "results.json").read_text())
     code, _ = run(["report", str(tmp_path)], capfd)
     assert code == 0
     report = (tmp_path / "report.md").read_text()
     assert "1/5 runs completed; 4 unreadable" in report
-    listed = {row.split("|")[-2].strip(): row for row in report.splitlines() if "| unreadable " in row}
-    for name, reason in why.items():
-        assert f"results.json: {reason}" in listed[str(tmp_path / name)], listed
+    assert_listed_with_why(report, tmp_path)
     assert json.loads((tmp_path / "good" / "results.json").read_text())["status"] == "completed"
+
+
+def test_report_with_no_readable_run_is_nothing_to_report_exit_1(
+    tmp_path: Path, capfd: pytest.CaptureFixture
+) -> None:
+    """A report with nothing in it is a failure for a script: one stderr line, exit 1 (not 2: the folder
+    holds runs, as typed); the report is still written, with why of each run folder."""
+    damage(tmp_path)
+    code, err = run(["report", str(tmp_path)], capfd)
+    assert code == 1
+    says = f"({tmp_path / 'report.md'} says why)"
+    assert err.splitlines() == [f"attnx report: nothing to report: 0/4 runs completed; 4 unreadable {says}"]
+    assert_listed_with_why((tmp_path / "report.md").read_text(), tmp_path)
+
+
+def damage(folder: Path) -> None:
+    """A run folder per DAMAGED results.json under `folder`."""
+    for name, text in DAMAGED.items():
+        (folder / name).mkdir()
+        (folder / name / "results.json").write_text(text)
+
+
+def assert_listed_with_why(report: str, folder: Path) -> None:
+    listed = {row.split("|")[-2].strip(): row for row in report.splitlines() if "| unreadable " in row}
+    for name, reason in UNREADABLE.items():
+        assert f"results.json: {reason}" in listed[str(folder / name)], listed

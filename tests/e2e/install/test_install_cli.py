@@ -2,7 +2,6 @@
 folder, finds a user's own configs in `./conf` and ATTNX_CONFIG_PATH, and has every plugin the README
 uses (attnx/contrib, registered by attnx's own entry points)."""
 
-
 from __future__ import annotations
 
 import json

@@ -12,4 +12,4 @@ def test_import_attnx_loads_no_torch_until_a_plugin_asks_for_a_class() -> None:
         "print(attnx.MultiHeadAttention.__module__, 'torch' in sys.modules)"
     )
     lines = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
-    assert lines.splitlines() == ["[]", "attnx.nn.attention True"]
+    assert lines.splitlines() == ["[]", "attnx.nn.multihead True"]

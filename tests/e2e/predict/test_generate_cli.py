@@ -75,7 +75,7 @@ def test_sampling_with_a_seed_is_reproducible_from_the_checkpoint_too(
     ("argv", "expected"),
     [
         (["{missing}", "a"], "no such run folder or checkpoint"),
-        (["{seq2seq}", "a b"], "a seq2seq model, not an lm"),
+        (["{seq2seq}", "a b"], "a seq2seq model, which does not continue a sequence token by token"),
         (["{run}", "{first} zzz"], "prompt tokens unknown to the model: zzz"),
         (["{run}", "{prompt}", "--temperature", "-1"], "--temperature=-1.0: must be >= 0"),
         (["{run}", "{prompt}", "--temperature", "1", "--top-k", "0"], "--top-k=0: must be >= 1"),

@@ -220,7 +220,6 @@ def test_a_sweep_whose_every_run_is_invalid_is_reported_not_a_traceback(
             ["--select", "task.max_len", "--metric", "test/token_acc"],
             "--by val/token_acc: no completed run has it",
         ),
-        (["--by", "val/exact_match"], "--by ranks --select's choice: give --select too"),
     ],
 )
 def test_unknown_keys_in_options_are_one_line_and_exit_2(

@@ -6,7 +6,6 @@ and the data loader's settings.
 test_decoders.py.)
 """
 
-
 from __future__ import annotations
 
 import csv

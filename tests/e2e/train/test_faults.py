@@ -27,6 +27,7 @@ from test_sweeps import EXPLODING
 from attnx import registry
 from attnx.cli import main as cli
 
+from helpers.runs import assembled
 from helpers.tiny import TINY, TINY_MODEL, TINY_RNN, completed, results, sizes, train
 
 LONG = [*TINY_RNN, *TINY_MODEL, *sizes(train=1000), "trainer.max_epochs=50", "optim.scheduler.warmup_steps=0"]
@@ -501,14 +502,12 @@ def test_a_sweep_with_a_failed_run_exits_non_zero_with_a_summary(
 def test_under_slurm_the_requeue_signal_is_left_to_submitit(monkeypatch: pytest.MonkeyPatch) -> None:
     from lightning.pytorch.plugins.environments import SLURMEnvironment
 
-    from attnx.config.compose import compose
     from attnx.lit.checkpoints import VerifiedCheckpointIO
-    from attnx.train.assemble import assemble
 
     registry.load_all()
     for key, value in {"SLURM_NTASKS": "1", "SLURM_JOB_NAME": "attnx", "SLURM_JOB_ID": "7"}.items():
         monkeypatch.setenv(key, value)
-    _, _, trainer = assemble(compose([*TINY, "paths.output_dir=unused"]))
+    _, _, trainer = assembled([*TINY, "paths.output_dir=unused"])
     environment = trainer._accelerator_connector.cluster_environment
     assert isinstance(environment, SLURMEnvironment) and not environment.auto_requeue
     assert isinstance(trainer.strategy.checkpoint_io, VerifiedCheckpointIO)

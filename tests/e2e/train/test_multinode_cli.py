@@ -1,7 +1,6 @@
 """A DDP run on several nodes that no cluster environment backs is refused before training, rather than
 waiting forever for nodes that nobody starts; one that an environment backs is left to Lightning."""
 
-
 from __future__ import annotations
 
 import os

@@ -7,7 +7,6 @@ need it are e2e (pip runs in a subprocess), skipped with pip's reason where the 
 be reached.
 """
 
-
 from __future__ import annotations
 
 from pathlib import Path

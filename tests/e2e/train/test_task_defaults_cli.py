@@ -2,7 +2,6 @@
 defaults list): they apply to their task only, the command line and an experiment still win, and a
 plugin task may ship its own in `./conf/task_defaults/`."""
 
-
 from __future__ import annotations
 
 import json

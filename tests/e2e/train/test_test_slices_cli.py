@@ -5,10 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from attnx import registry
-from attnx.config import compose as config
 from attnx.lit import lit_module
 from attnx.train.assemble import model_spec
 
+from helpers.runs import resolved
 from helpers.tiny import ONE_EPOCH, TINY, TINY_LM, completed, sizes
 
 SLICED = ["task=reverse", "task.min_len=3", "task.max_len=6", "task.test_slices=[2,4]"]
@@ -30,10 +30,11 @@ def test_an_lm_run_reports_its_slice(tmp_path: Path) -> None:
 
 
 def test_logged_test_metrics_list_each_slice() -> None:
-    registry.load_all()
-    cfg = config.compose([*SLICED, *TINY])
-    task = registry.build("task", cfg.task)
+    """The names a run declares (what configuration checks read) are the names its module logs."""
+    run = resolved([*SLICED, *TINY])
+    task = registry.build("task", run["task"])
     task.setup()
-    logged = lit_module(model_spec(cfg, task)).logged_metrics("test")
+    logged = lit_module(model_spec(run.model_type, run.sections, task)).logged_metrics("test")
     assert {"test/exact_match", "test@2x/exact_match", "test@4x/token_acc"} <= set(logged)
     assert not any(name.startswith("val/") for name in logged)
+    assert run.logged("test") == logged

@@ -1,7 +1,6 @@
 """Your own files: text_classification (CSV/TSV/JSONL) and text_pairs (TSV), errors that name the
 file and line, on_error=skip, and a few training steps through the real CLI."""
 
-
 from __future__ import annotations
 
 from pathlib import Path

@@ -12,6 +12,7 @@ import torch
 from attnx.cli import main as cli
 from attnx.config import compose as config
 
+from helpers.runs import resolved
 from helpers.tiny import (
     TINY,
     TINY_BUDGET,
@@ -247,11 +248,11 @@ def test_paired_embeddings_start_every_mechanism_from_the_same_tables() -> None:
     registry.load_all()
 
     def embeddings(*overrides: str) -> dict[str, torch.Tensor]:
-        cfg = config.compose([*overrides, *TINY_RNN, *TINY])
-        task = registry.build("task", cfg.task)
+        run = resolved([*overrides, *TINY_RNN, *TINY])
+        task = registry.build("task", run["task"])
         task.setup()
-        torch.manual_seed(cfg.seed)  # what seed_everything does before a run builds its model
-        model = lit_module(model_spec(cfg, task)).model
+        torch.manual_seed(run["seed"])  # what seed_everything does before a run builds its model
+        model = lit_module(model_spec(run.model_type, run.sections, task)).model
         return {n: p.detach().clone() for n, p in model.named_parameters() if "embed" in n}
 
     paired = [embeddings(f"attention={a}", "paired_embeddings=true") for a in ("additive", "dot", "fixed_c")]

@@ -8,8 +8,11 @@ import torch.nn.functional as F
 from attnx import registry
 from attnx.bench.cli import budget_table, parser, settings
 from attnx.bench.measure import count_flops, interleaved, peak_memory, ratios
-from attnx.bench.points import Point, Setting, budget, decoding_state, growth_exponent
-from attnx.nn.attention import Attention, LuongAttention, MultiHeadAttention
+from attnx.bench.points import Point, decoding_state, growth_exponent
+from attnx.bench.settings import Setting, budget
+from attnx.nn.attention import Attention
+from attnx.nn.classic import LuongAttention
+from attnx.nn.multihead import MultiHeadAttention
 
 CPU = torch.device("cpu")
 

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from attnx import registry
 from attnx.bench import points
 from attnx.compare.phases import inference_ms
 from attnx.compare.plan import Arm
@@ -15,6 +16,7 @@ from attnx.report.document import slug
 def test_the_bench_phase_takes_its_timings_from_the_bench_function(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    registry.load_all()  # as `attnx compare` does before its phases
     measured: list[points.Point] = []
     measure_all, timing = points.measure_all, points.Timing(batch=1, repeats=1, warmup=0)
 

@@ -5,12 +5,13 @@ to a measure (parameters or decoding state)."""
 from __future__ import annotations
 
 import re
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from attnx.compare.checks import _check_protocol, _check_suite_tasks
+from attnx.compare.checks import _check_protocol, _check_suite_tasks, check_alone
 from attnx.compare.matching import Matched, match_widths, state_of
 from attnx.compare.plan import WEIGHT_DECAY, Arm, final_jobs
 from attnx.compare.scores import best_over_grid, capabilities, capability_scores
@@ -130,10 +131,10 @@ def test_matching_scales_widths_until_the_measure_meets_the_baseline_and_says_wh
     n = 64
     growth = {"kv": lambda d: 2 * n * d, "linear": lambda d: d * d, "undeclared": lambda d: None}
 
-    def measure(cfg: DictConfig, task: object, widths: dict[str, int]) -> int | None:
-        return growth[cfg.kind](widths["lm.d_model"])
+    def measure(run: SimpleNamespace, task: object, widths: dict[str, int]) -> int | None:
+        return growth[run.kind](widths["lm.d_model"])
 
-    configs = {k: OmegaConf.create({"kind": k, "lm": {"d_model": 32}}) for k in growth}
+    configs = {k: SimpleNamespace(kind=k, sections={"lm": {"d_model": 32}}) for k in growth}
 
     class Task:
         def setup(self) -> None: ...
@@ -169,3 +170,32 @@ def test_a_bad_suite_task_key_is_one_line_naming_the_task_and_key(
     cfg = OmegaConf.create({"tasks": {"recall": task}, "protocol": PROTOCOL})
     with pytest.raises(ConfigError, match="^" + re.escape(message) + "$"):
         _check_suite_tasks(cfg)
+
+
+@pytest.mark.parametrize(
+    ("given", "needs"),
+    [
+        ("protocol.lr_grid=[0.1]", "protocol.lr_search=true"),
+        ("protocol.grid.lr=[0.1]", "protocol.grid.enabled=true"),
+        ("protocol.grid.weight_decay=[0.0]", "protocol.grid.enabled=true"),
+        ("protocol.param_tolerance=0.2", "protocol.match_params=true"),
+        ("protocol.state_tolerance=0.2", "protocol.match_state=true"),
+    ],
+)
+def test_a_protocol_key_acts_only_with_the_switch_it_tunes(given: str, needs: str) -> None:
+    switch = needs.removeprefix("protocol.").removesuffix("=true")
+    off = OmegaConf.create({"protocol": protocol(**{"grid.enabled": False})})
+    with pytest.raises(ConfigError, match=re.escape(f"give {needs} too")):
+        check_alone(off, [given], ["attention=local_window"])
+    on = OmegaConf.create({"protocol": protocol(**{"grid.enabled": False, switch: True})})
+    check_alone(
+        on, [given], ["attention=local_window"]
+    )  # a suite may set the switch too: the composed one counts
+
+
+def test_score_host_acts_only_for_a_candidate_score_alone() -> None:
+    cfg = OmegaConf.create({"protocol": protocol()})
+    check_alone(cfg, ["score_host=additive"], ["score=cosine", "score.temperature=0.1"])
+    for candidate in (["attention=local_window"], ["attention=dot", "score=cosine"]):
+        with pytest.raises(ConfigError, match="score_host is the mechanism a candidate score runs in"):
+            check_alone(cfg, ["score_host=additive"], candidate)

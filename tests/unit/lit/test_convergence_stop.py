@@ -10,7 +10,10 @@ from attnx.lit.convergence import Convergence
 
 
 def judge(values: list[float], stop: bool = True, metric: str = "val/acc") -> Convergence:
-    callback = Convergence(metric, tolerance=0.005, ceiling=None, min_validations=4, stop=stop)
+    """A share (acc: higher is better, ceiling 1) or a loss (lower is better, no ceiling), as declared."""
+    share = metric != "val/loss"
+    ceiling = 1.0 if share else None
+    callback = Convergence(metric, 0.005, ceiling, higher_is_better=share, min_validations=4, stop=stop)
     callback.curve = {metric: [[10 * (i + 1), v] for i, v in enumerate(values)]}
     return callback
 

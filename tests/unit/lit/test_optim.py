@@ -11,10 +11,9 @@ import pytest
 import torch
 
 from attnx import registry
-from attnx.config.compose import compose
 from attnx.lit.optim import warmup_schedule
-from attnx.train.assemble import assemble
 
+from helpers.runs import assembled
 from helpers.tiny import TINY_MODEL, TINY_SELF_ATTN, sizes
 
 # A self-attention encoder (LayerNorms) and cosine scores with a learned log τ in the decoder.
@@ -33,7 +32,7 @@ def configured(*overrides: str, total_steps: int = 100) -> tuple[Any, Any]:
     """(optimizer, scheduler) from configure_optimizers for `attnx train <NORMS_AND_TAU> <overrides>`,
     outside a Trainer as benchmarks/common.py calls it."""
     registry.load_all()
-    _, module, _ = assemble(compose([*NORMS_AND_TAU, *overrides]))
+    _, module, _ = assembled([*NORMS_AND_TAU, *overrides])
     module.trainer = SimpleNamespace(estimated_stepping_batches=total_steps)
     config = module.configure_optimizers()
     return config["optimizer"], config["lr_scheduler"]["scheduler"]

@@ -1,6 +1,5 @@
 """The `lm` model kind and the MQAR task (Zoology's multi-query associative recall)."""
 
-
 from __future__ import annotations
 
 from pathlib import Path

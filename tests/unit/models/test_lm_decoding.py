@@ -83,7 +83,7 @@ def test_a_negative_conv_is_refused() -> None:
 def test_state_size_is_each_sites_cache_plus_the_convolutions_last_inputs(attention: str, conv: int) -> None:
     model = lm(attention, conv=conv)
     site = model.blocks[0].attention.mechanism
-    cache = KVCache.state_size(site, T)  # the mechanism's own count (attnx.nn.attention), per block
+    cache = KVCache.state_size(site, T)  # the mechanism's own count (its state_size), per block
     assert cache is not None and model.state_size(T) == 2 * (cache + (conv - 1 if conv else 0) * D)
 
 

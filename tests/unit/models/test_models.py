@@ -219,8 +219,11 @@ def test_score_with_a_scoreless_mechanism_is_an_error(mechanism) -> None:
 @pytest.mark.parametrize(
     ("kwargs", "message"),
     [
-        ({"model_type": "translation"}, "model_type must be one of seq2seq, classification"),
-        ({"classifier": {"hiden_dim": 8}}, "unknown classifier key.*hiden_dim"),
+        ({"model_type": "translation"}, "unknown model type 'translation'.*classification, lm, seq2seq"),
+        (
+            {"model_type": "classification", "num_classes": 2, "classifier": {"hiden_dim": 8}},
+            "unknown classifier key.*hiden_dim",
+        ),
         ({"tgt_vocab": None}, "needs tgt_vocab"),
         ({"model_type": "classification"}, "needs num_classes"),
     ],

@@ -5,14 +5,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from attnx.nn.attention import (
-    BahdanauAttention,
-    FixedContext,
-    LuongAttention,
-    MultiHeadAttention,
-    NoAttention,
-    masked_softmax,
-)
+from attnx.nn.attention import masked_softmax
+from attnx.nn.classic import BahdanauAttention, FixedContext, LuongAttention, NoAttention
+from attnx.nn.multihead import MultiHeadAttention
 from attnx.nn.scores import AdditiveScore, DotScore, GeneralScore, ScaledDotScore
 from attnx.registry import get, registry
 from attnx.testing import check_all, check_attention

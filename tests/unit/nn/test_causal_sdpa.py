@@ -13,7 +13,8 @@ import torch
 import torch.nn.functional as F
 
 from attnx.models.lm import CausalLM
-from attnx.nn.attention import Mechanism, MultiHeadAttention
+from attnx.nn.attention import Mechanism
+from attnx.nn.multihead import MultiHeadAttention
 from attnx.nn.positions import Positions
 
 D, HEADS, N = 16, 4, 9
@@ -28,7 +29,7 @@ class Call:
 
 @pytest.fixture
 def sdpa_calls(monkeypatch: pytest.MonkeyPatch) -> list[Call]:
-    """What each F.scaled_dot_product_attention call received (attnx.nn.attention's F is torch's)."""
+    """What each F.scaled_dot_product_attention call received (attnx.nn.multihead's F is torch's)."""
     calls: list[Call] = []
     sdpa = F.scaled_dot_product_attention
 

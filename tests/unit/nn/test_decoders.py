@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from attnx import registry
-from attnx.nn.attention import LuongAttention, Mechanism
+from attnx.nn.attention import Mechanism
+from attnx.nn.classic import LuongAttention
 from attnx.nn.decoders import RNNDecoder
 from attnx.nn.encoders import EncoderOutput
 from attnx.vocab import BOS, EOS, PAD

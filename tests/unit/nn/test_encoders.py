@@ -4,8 +4,10 @@ import pytest
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from attnx.nn.attention import FixedContext, Mechanism, MultiHeadAttention
+from attnx.nn.attention import Mechanism
+from attnx.nn.classic import FixedContext
 from attnx.nn.encoders import EncoderOutput, RNNEncoder, SelfAttentionEncoder
+from attnx.nn.multihead import MultiHeadAttention
 from attnx.nn.scores import GeneralScore
 from attnx.testing import projection_loss
 

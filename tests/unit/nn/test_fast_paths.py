@@ -6,7 +6,6 @@ and the data loader's settings.
 test_decoders.py.)
 """
 
-
 from __future__ import annotations
 
 from typing import Any
@@ -16,12 +15,12 @@ import torch
 import torch.nn.functional as F
 
 from attnx import registry
-from attnx.config.compose import compose
-from attnx.nn.attention import Mechanism, MultiHeadAttention
+from attnx.nn.attention import Mechanism
 from attnx.nn.encoders import SelfAttentionEncoder
+from attnx.nn.multihead import MultiHeadAttention
 from attnx.testing import projection_loss
-from attnx.train.assemble import assemble
 
+from helpers.runs import assembled
 from helpers.tiny import FUSED
 
 
@@ -36,7 +35,7 @@ def sdpa_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 def built(task: str, *overrides: str) -> tuple[Any, Any]:
     """(task, LightningModule) as `attnx train task=<task> <FUSED> <overrides>` builds them, untrained."""
     registry.load_all()
-    data, module, _ = assemble(compose([f"task={task}", *FUSED, *overrides, "paths.output_dir=unused"]))
+    data, module, _ = assembled([f"task={task}", *FUSED, *overrides, "paths.output_dir=unused"])
     return data, module
 
 

@@ -15,14 +15,15 @@ from attnx import registry
 from attnx.config.compose import ConfigError, compose
 from attnx.config.validation import validate
 from attnx.lit.module import AUTO_MIN_STEPS, compiles
-from attnx.nn.attention import BahdanauAttention, Mechanism
+from attnx.nn.attention import Mechanism
+from attnx.nn.classic import BahdanauAttention
 from attnx.nn.decoders import RNNDecoder
 from attnx.nn.encoders import EncoderOutput, RNNEncoder
 from attnx.nn.fusion import compile_regions, is_compiled, regions_of
 from attnx.testing import projection_loss
-from attnx.train.assemble import assemble
 from attnx.vocab import BOS, EOS, PAD
 
+from helpers.runs import assembled
 from helpers.tiny import TINY_LM, TINY_MODEL, TINY_RNN, TINY_SELF_ATTN, TINY_TRANSFORMER
 
 REGION = "RNNDecoder._recurrence"
@@ -184,7 +185,7 @@ def test_fit_compiles_the_regions_a_model_has(kind: str) -> None:
     part runs eager under `compile: true` (README)."""
     overrides, regions = KINDS[kind]
     registry.load_all()
-    _, module, _ = assemble(compose([*overrides, "compile=true", "paths.output_dir=unused"]))
+    _, module, _ = assembled([*overrides, "compile=true", "paths.output_dir=unused"])
     keys = list(module.state_dict())
     module.setup("validate")
     assert regions_of(module.model) == {}

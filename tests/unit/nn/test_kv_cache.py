@@ -4,7 +4,9 @@ reorder for beam search and hold what `KVCache.state_size` says."""
 
 import torch
 
-from attnx.nn.attention import LuongAttention, Mechanism, MultiHeadAttention, stored
+from attnx.nn.attention import Mechanism, stored
+from attnx.nn.classic import LuongAttention
+from attnx.nn.multihead import MultiHeadAttention
 from attnx.nn.positions import Positions
 from attnx.nn.transformer import AttentionSite, KVCache
 

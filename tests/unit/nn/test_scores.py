@@ -111,4 +111,3 @@ def test_a_score_that_takes_num_heads_gets_it_through_kwargs_too(factory: Any) -
 
 def test_a_score_without_num_heads_is_built_without_it() -> None:
     assert isinstance(build_score(partial(DotScore), 4, 4, num_heads=3), DotScore)
-

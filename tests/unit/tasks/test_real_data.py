@@ -7,7 +7,6 @@ need it are e2e (pip runs in a subprocess), skipped with pip's reason where the 
 be reached.
 """
 
-
 from __future__ import annotations
 
 import datetime
@@ -28,10 +27,6 @@ from helpers.real_data import SLICE, make, texts
 def _data_cache(data_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test reads and writes the session's data cache, never the user's."""
     monkeypatch.setenv("ATTNX_DATA", str(data_dir))
-
-
-
-
 
 
 def test_second_build_comes_from_the_tensor_cache(data_dir: Path) -> None:

@@ -1,7 +1,6 @@
 """Your own files: text_classification (CSV/TSV/JSONL) and text_pairs (TSV), errors that name the
 file and line, on_error=skip, and a few training steps through the real CLI."""
 
-
 from __future__ import annotations
 
 import json
@@ -119,8 +118,6 @@ def test_val_and_test_are_carved_from_train_when_not_given(tmp_path: Path) -> No
     ):
         tiny = write(tmp_path / "tiny.csv", csv_lines(REVIEWS[:3]))
         registry("task").get("text_classification")(train_file=str(tiny), val_fraction=0.01).setup()
-
-
 
 
 def test_text_pairs_tokenizers_and_malformed_lines(tmp_path: Path) -> None:

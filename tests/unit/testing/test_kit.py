@@ -10,7 +10,9 @@ import torch
 from torch import nn
 
 from attnx import Attention, Score
-from attnx.nn.attention import MultiHeadAttention, NoAttention, ScoredAttention, masked_softmax, visible
+from attnx.nn.attention import masked_softmax, visible
+from attnx.nn.classic import NoAttention, ScoredAttention
+from attnx.nn.multihead import MultiHeadAttention
 from attnx.nn.positions import Positions
 from attnx.nn.scores import DotScore
 from attnx.registry import load_all, registry

@@ -20,7 +20,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from attnx.contrib.linear import LinearAttention, LinearState, summed
-from attnx.nn.attention import MultiHeadAttention, masked_softmax, visible
+from attnx.nn.attention import masked_softmax, visible
+from attnx.nn.multihead import MultiHeadAttention
 from attnx.registry import get, load_file
 from attnx.testing import CHECKS, check_attention
 from attnx.testing.base import CAUSAL, DERIVATIVE, DOES_SOMETHING, PURE, STATE, WEIGHTS

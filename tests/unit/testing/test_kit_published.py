@@ -10,7 +10,8 @@ from test_kit_properties import LogLengthSeen
 from torch import nn
 
 from attnx.contrib.sliding_window import SlidingWindowAttention
-from attnx.nn.attention import MultiHeadAttention, visible
+from attnx.nn.attention import visible
+from attnx.nn.multihead import MultiHeadAttention
 from attnx.nn.positions import Positions
 from attnx.nn.scores import DotScore
 from attnx.testing import CHECKS, check_attention, check_score

@@ -21,7 +21,8 @@ import attnx.testing
 import attnx.testing.run
 from attnx.contrib.linear import LinearAttention, feature_map, normalised, with_ones
 from attnx.contrib.sliding_window import SlidingWindowAttention
-from attnx.nn.attention import Attention, MultiHeadAttention, masked_softmax, visible
+from attnx.nn.attention import Attention, masked_softmax, visible
+from attnx.nn.multihead import MultiHeadAttention
 from attnx.nn.scores import DotScore
 from attnx.testing import CHECKS, check_attention, check_score, fidelity
 from attnx.testing.cases import SETTINGS

@@ -5,7 +5,8 @@ import pytest
 import torch
 from test_kit import Sound
 
-from attnx.nn.attention import Attention, MultiHeadAttention, visible
+from attnx.nn.attention import Attention, visible
+from attnx.nn.multihead import MultiHeadAttention
 from attnx.nn.scores import AdditiveScore, DotScore
 from attnx.testing import check_attention, check_score
 

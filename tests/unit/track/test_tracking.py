@@ -1,7 +1,6 @@
 """Tracking: W&B offline runs (no network here), TensorBoard event files, and attention heatmaps. A sweep's
 dashboards (W&B's offline run files record by record, TensorBoard in a browser): test_dashboards.py."""
 
-
 from __future__ import annotations
 
 from pathlib import Path

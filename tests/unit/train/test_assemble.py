@@ -7,11 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from attnx import registry
-from attnx.config import compose as config
 from attnx.models import sites as sites_module
-from attnx.train.assemble import assemble
 
+from helpers.runs import assembled
 from helpers.tiny import TINY_BUDGET, TINY_SELF_ATTN, TINY_TRANSFORMER
 
 RUNS = {
@@ -25,8 +23,6 @@ RUNS = {
 def test_each_site_is_resolved_once_and_the_model_is_built_on_it(
     model_type: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    registry.load_all()
-    cfg = config.compose([*RUNS[model_type], *TINY_BUDGET, f"paths.output_dir={tmp_path}"])
     resolved: list[tuple[str, str]] = []
     site = sites_module.site
 
@@ -35,7 +31,7 @@ def test_each_site_is_resolved_once_and_the_model_is_built_on_it(
         return site(where, *args, **kwargs)
 
     monkeypatch.setattr(sites_module, "site", counted)
-    _, module, _ = assemble(cfg)
+    _, module, _ = assembled([*RUNS[model_type], *TINY_BUDGET, f"paths.output_dir={tmp_path}"])
     assert len(resolved) == len(module.sites) == len(set(resolved)), resolved
     assert module.sites.model_type == module.spec.model_type == model_type
     # the model's mechanisms are the sites' classes, built with their scores

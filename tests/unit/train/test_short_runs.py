@@ -3,7 +3,6 @@ validates while it trains; it must still complete, with test metrics (issue 29: 
 `callbacks.stop_at`'s EarlyStopping). tests/e2e/install/test_readme_commands.py runs every README line
 this way."""
 
-
 from __future__ import annotations
 
 from hydra.utils import instantiate
