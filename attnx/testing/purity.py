@@ -26,6 +26,7 @@ CHECKS: list[Check] = []
 check = registrar(CHECKS)
 
 SEEDS = (1, 2)  # the generators' states two calls on the same inputs start from
+_TORCH_OWN = frozenset(vars(nn.Module()))  # what every module holds for torch itself
 
 
 def module_state(module: nn.Module) -> dict[str, Any]:
@@ -36,8 +37,8 @@ def module_state(module: nn.Module) -> dict[str, Any]:
         held[f"'{name}'"] = (tensor, tensor.detach().clone())
     for prefix, sub in module.named_modules():
         for key, value in vars(sub).items():
-            if key.startswith("_") and key not in ("_parameters", "_buffers", "_modules"):
-                continue  # torch's own bookkeeping (hooks, flags)
+            if key in _TORCH_OWN and key not in ("_parameters", "_buffers", "_modules"):
+                continue  # torch's own bookkeeping (hooks, flags), not the plugin's
             if key in ("_parameters", "_buffers", "_modules"):
                 value = tuple(value)  # the names only: the tensors are above
             where = f"attribute '{prefix + '.' if prefix else ''}{key}'"

@@ -252,6 +252,21 @@ def test_a_plugin_that_seeds_the_generator_at_import_fails_purity(
         check_attention(cls, checks=["purity"])
 
 
+def test_a_mechanism_that_keeps_its_last_weights_for_plotting_fails_purity() -> None:
+    """A map kept on the module for a heatmap: every call changes the module (and holds a graph alive)."""
+
+    class KeepsItsMap(MultiHeadAttention):
+        def attend(self, query, prepared, need_weights=True, positions=None):
+            context, weights = super().attend(query, prepared, True, positions)
+            self._last_map = weights
+            return context, weights if need_weights else None
+
+    with pytest.raises(
+        AssertionError, match=r"^purity .*: the call changed the module: attribute '_last_map' appeared"
+    ):
+        check_attention(KeepsItsMap)
+
+
 # ---------------------------------------------------------------------------------------------
 # A failure names the property, not another check's wording
 
