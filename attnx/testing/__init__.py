@@ -71,13 +71,14 @@ of three settings (`cases.SETTINGS`) where it can tell something (`Check.setting
 sequences with 5, 3 and 1 valid tokens and the parameters as initialised, in eval mode; the same lengths
 with perturbed parameters (as after training: a term initialised at zero shows) in train mode with every
 nn.Dropout at p = 0; and 67 and 37 tokens (past any block of 8 to 64, ending in a partial one) with
-perturbed parameters in eval mode. gradients, parameters and weights_used judge perturbed parameters
-only (a gate initialised at zero blocks both at step 0); precision, reference and hyperparameters run in
-the long setting.
+perturbed parameters in eval mode. gradients and parameters judge perturbed parameters only (a gate
+initialised at zero blocks them at step 0); weights_used, precision, reference and hyperparameters run
+in the long setting, purity in the two short ones, cached_decoding and state in the eval ones.
 
 The kit runs at the values it is given: a mechanism's and a score's hyperparameters (`check_attention(cls,
 score, window=4)`, `attnx plugins check NAME attention.window=4`), and a run's dims (`check_site`, which
-`attnx train` and `attnx compare` call on every plugin of a run, at its configured values and sizes).
+`attnx train` and `attnx compare` call on every plugin of a run, at its configured values and sizes,
+through `check_run`; `runs.py`).
 
 `check_attention(cls, score, checks=("causality",))` runs chosen checks alone; every check function
 returns the names of the checks that ran and passed. `check_all(name)` runs the kit on what involves one
