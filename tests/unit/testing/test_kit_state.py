@@ -125,3 +125,13 @@ def test_only_a_state_that_does_not_grow_may_leave_out_a_cached_steps_weights() 
         ),
     ):
         check_attention(GrowingRunningMean, checks=("cached_decoding",))
+
+
+def test_a_mechanism_that_never_returns_weights_passes_cached_decoding() -> None:
+    """Nothing to compare but the context: a step returns no weights when the full pass returns none."""
+
+    class NoWeights(MultiHeadAttention):
+        def attend(self, query, prepared, need_weights=True, positions=None):
+            return super().attend(query, prepared, False, positions)[0], None
+
+    assert check_attention(NoWeights, checks=("cached_decoding", "state")) == ["cached_decoding", "state"]
