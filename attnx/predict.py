@@ -211,7 +211,7 @@ def predict(ckpt: str, text: str, options: Any) -> int:
     dropped: list[str] | None = None if options.strict else []
     module = load(ckpt, decode, dropped)
     refusal = unmet(NEEDS, lambda option: option.removeprefix("decode.") in decode, module.spec.decode)
-    if refusal is not None and module.spec.model_type == "seq2seq":
+    if refusal is not None and "decoder" in module.spec.parts:  # decode.* is a decoder's search
         raise PredictError(refusal)
     if dropped:  # in the output itself: whoever reads the predictions learns the model is not as trained
         print(f"strict=false: rebuilt without saved {'; '.join(dropped)} (today's defaults stand in)")

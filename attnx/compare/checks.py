@@ -330,7 +330,7 @@ def _check_task(spec: DictConfig, resolved: Sequence[ResolvedRun], match_state: 
     once, when some arm's model limits what it reads), its metric against what its runs log (declared:
     nothing is built for it), its width keys against its config (under `match_state`, an lm task must have
     them). Whether its model decodes (an lm's)."""
-    from attnx.tasks.base import check_fit
+    from attnx.tasks.shape import check_fit
 
     first = resolved[0]
     name = first["task"]["name"]

@@ -24,7 +24,7 @@ from attnx.registry import Metric, ModelType
 
 if TYPE_CHECKING:
     from attnx.models.sites import Sites
-    from attnx.tasks.base import Reader, Shape
+    from attnx.tasks.shape import Reader, Shape
 
 PLUMBING = ("trainer", "callbacks", "logger", "paths", "hydra")
 

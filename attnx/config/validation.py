@@ -23,7 +23,8 @@ from attnx.config.compose import ConfigError
 from attnx.config.lightning import check_callbacks, check_trainer
 from attnx.config.resolved import PLUMBING, ResolvedRun, frozen
 from attnx.registry import Metric, ModelType
-from attnx.tasks.base import Reader, Task, check_fit
+from attnx.tasks.base import Task
+from attnx.tasks.shape import Reader, check_fit
 from attnx.track.results import unwritable
 
 if TYPE_CHECKING:

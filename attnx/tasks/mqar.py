@@ -21,8 +21,9 @@ import torch
 from torch import Tensor
 
 from attnx.registry import register_task
-from attnx.tasks.base import Shape, check, check_slices, slice_name
+from attnx.tasks.base import check, check_slices, slice_name
 from attnx.tasks.drawn import DrawnTask
+from attnx.tasks.shape import Shape
 from attnx.vocab import PAD, SPECIALS, Vocab
 
 _FIRST_SYMBOL = len(SPECIALS)  # token t has id _FIRST_SYMBOL + t

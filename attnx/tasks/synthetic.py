@@ -22,7 +22,8 @@ import torch
 from torch import Tensor
 
 from attnx.registry import register_task
-from attnx.tasks.base import PaddedSplit, Shape, SizedTask, check, check_lengths, check_slices, slice_name
+from attnx.tasks.base import PaddedSplit, SizedTask, check, check_lengths, check_slices, slice_name
+from attnx.tasks.shape import Shape
 from attnx.vocab import BOS, EOS, PAD, SPECIALS, Vocab
 
 _FIRST_SYMBOL = len(SPECIALS)  # symbol i has id _FIRST_SYMBOL + i in every vocabulary here

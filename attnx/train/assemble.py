@@ -18,7 +18,7 @@ from attnx.config.compose import ConfigError
 from attnx.config.resolved import ResolvedRun, thawed
 from attnx.models.spec import SECTIONS, ModelSpec
 from attnx.registry import ModelType
-from attnx.tasks.base import Shape, check_fit
+from attnx.tasks.shape import Shape, check_fit
 from attnx.track.signals import Signals
 from attnx.train import distributed
 
