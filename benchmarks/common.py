@@ -142,10 +142,12 @@ def record(
     values: Mapping[str, Any] | None = None,
     headlines: Sequence[Mapping[str, str]] = (),
     name: str | None = None,
+    texts: Mapping[str, str] | None = None,
 ) -> Path:
     """Print `tables` and write the results file: `args.results`, else benchmarks/results/<name>.json
     (`name`: the script's own by default). `values` are the figures prose cites; `headlines` the rows of
-    benchmarks/README.md's summary (what, goal, measured, verdict)."""
+    benchmarks/README.md's summary (what, goal, measured, verdict); `texts` a command's printed output,
+    shown as a text block."""
     if not _started:
         begin()
     for title, t in (tables or {}).items():
@@ -160,6 +162,7 @@ def record(
         "load": {"before": _started["load"], "after": [round(x, 2) for x in os.getloadavg()]},
         "values": dict(values or {}),
         "tables": dict(tables or {}),
+        "texts": dict(texts or {}),
         "headlines": [dict(h) for h in headlines],
     }
     path = getattr(args, "results", None) or RESULTS / f"{name or doc['script']}.json"

@@ -4,6 +4,7 @@ benchmarks/README.md, so that a document cannot say what no committed measuremen
 A marked block is `<!-- results: FILE VIEW -->…<!-- /results -->`: FILE a results file under
 benchmarks/results/ (what `common.record` writes), VIEW one of
 - a table's name: that table, as the script printed it;
+- a text's name: that output, as a ```text block;
 - `run`: one line saying what ran, where and when (command, date, commit, machine, load, wall time);
 - `headlines`: benchmarks/README.md's summary, one row per headline of each FILE (comma-separated);
 - a double-quoted format, `"{speedup:.2f}×"`: `str.format` over the file's `values` and its top-level
@@ -86,8 +87,10 @@ def render(files: tuple[str, ...], view: str) -> str:
             return view.format_map({**doc, **doc["values"]})
         except (KeyError, IndexError) as error:
             raise MissingResults(f"{files[0]} has no value {error}") from None
+    if view in doc.get("texts", {}):
+        return f"```text\n{doc['texts'][view]}\n```"
     if view not in doc["tables"]:
-        raise MissingResults(f"{files[0]} has no table {view!r} (it has {', '.join(doc['tables'])})")
+        raise MissingResults(f"{files[0]} has no table or text {view!r}")
     t = doc["tables"][view]
     return markdown_table(t["header"], t["rows"], t["right_from"])
 
