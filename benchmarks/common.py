@@ -18,6 +18,7 @@ import itertools
 import json
 import os
 import platform
+import re
 import shlex
 import subprocess
 import sys
@@ -59,15 +60,16 @@ def results_argument(p: argparse.ArgumentParser) -> None:
 def start(args: argparse.Namespace) -> torch.device:
     """Apply --threads, seed, note the start (`begin`) and print the machine line; the device is CUDA when
     there is one."""
-    torch.set_num_threads(args.threads)
     torch.manual_seed(0)
-    begin()
+    begin(args.threads)
     print(machine())
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def begin() -> None:
-    """Note what `record` reports of the start: the time, the load and the commit that runs."""
+def begin(threads: int = 1) -> None:
+    """Set torch's threads (a script that runs `attnx train` children: 1, as their `threads`) and note what
+    `record` reports of the start: the time, the load and the commit that runs."""
+    torch.set_num_threads(threads)
     _started.update(
         date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         clock=time.perf_counter(),
@@ -134,6 +136,15 @@ def command() -> str:
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]], right_from: int | None = None) -> dict:
     """A table as results files hold it: rendered by attnx.table.markdown_table, here and in publish.py."""
     return {"header": list(header), "rows": [list(row) for row in rows], "right_from": right_from}
+
+
+def parse_table(markdown: str) -> dict:
+    """A Markdown table as `table` holds it, back from markdown_table's text (cells as text; right-aligned
+    from the first column whose rule ends in `:`)."""
+    lines = [re.split(r"(?<!\\)\|", line.strip())[1:-1] for line in markdown.strip().splitlines()]
+    cells = [[c.strip() for c in line] for line in lines]
+    right = [i for i, rule in enumerate(cells[1]) if rule.endswith(":")]
+    return table(cells[0], cells[2:], right[0] if right else None)
 
 
 def record(

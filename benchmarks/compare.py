@@ -1,7 +1,7 @@
 """Benchmarks 11 and 18: `attnx compare` on a suite, timed whole, and the tables its report publishes.
 
 Per candidate, one child process runs the whole study (`attnx compare suite=SUITE attention=CANDIDATE
-[OVERRIDES] out=<fresh folder>`: every run through joblib, `attnx bench`, the report), timed as a whole
+[OVERRIDES]` in a fresh folder: every run through joblib, `attnx bench`, the report), timed as a whole
 (wall clock, the goal's measure); the same command is then launched again, which must train nothing.
 Recorded: both wall times, the runs and how long they trained, and the report's (report.md) Ranking,
 Discrimination, paired Statistics and, for a suite of capabilities, Capabilities tables. Across candidates,
@@ -32,15 +32,16 @@ from typing import Any
 
 import common
 
+DEFAULT_SUITE = "quick"  # conf/compare.yaml's
 GOAL_MINUTES = {"quick": 15}  # a suite without a goal is measured only
 SUITE_LINE = re.compile(r"Suite \*\*(?P<suite>\S+)\*\*: (?P<tasks>\d+) tasks?, seeds \[(?P<seeds>[^\]]*)\]")
 
 
-def timed(command: list[str]) -> tuple[float, int]:
+def timed(command: list[str], cwd: Path) -> tuple[float, int]:
     """(wall seconds, exit code). The CPU time of joblib's workers does not reach this process (they are
     not its children), so none is reported."""
     started = time.perf_counter()
-    code = subprocess.run(command, cwd=common.REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    code = subprocess.run(command, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return time.perf_counter() - started, code.returncode
 
 
@@ -50,20 +51,21 @@ def tables(markdown: str) -> dict[str, list[tuple[list[str], list[list[str]]]]]:
     for section in re.split(r"^## ", markdown, flags=re.M)[1:]:
         title, _, body = section.partition("\n")
         for block in re.findall(r"(?:^\|.*\n?)+", body, flags=re.M):
-            lines = [re.split(r"(?<!\\)\|", line.strip())[1:-1] for line in block.strip().splitlines()]
-            cells = [[c.strip() for c in line] for line in lines]
-            found.setdefault(title, []).append((cells[0], cells[2:]))
+            parsed = common.parse_table(block)
+            found.setdefault(title, []).append((parsed["header"], parsed["rows"]))
     return found
 
 
-def study(candidate: str, suite: str, overrides: list[str], folder: Path) -> dict[str, Any]:
-    """One compare, launched twice: its timings, runs and report tables."""
-    command = [sys.executable, "-m", "attnx.cli", "compare", f"suite={suite}", f"attention={candidate}"]
-    command += [*overrides, f"out={folder}"]
+def study(candidate: str, suite: str, overrides: list[str], root: Path) -> dict[str, Any]:
+    """One compare, launched twice from `root` into its default folder (so that the command its report
+    shows is the one a user types): its timings, runs and report tables."""
+    chosen = [] if suite == DEFAULT_SUITE else [f"suite={suite}"]
+    command = [sys.executable, "-m", "attnx.cli", "compare", *chosen, f"attention={candidate}", *overrides]
+    folder = root / "compare" / suite / candidate
     load = os.getloadavg()[0]
-    first, code = timed(command)
+    first, code = timed(command, root)
     load_after = os.getloadavg()[0]
-    again, code_again = timed(command)
+    again, code_again = timed(command, root)
     if code or code_again:
         raise SystemExit(f"attnx compare exited {code}, then {code_again}: {' '.join(command)}")
     runs = [json.loads(p.read_text()) for p in sorted((folder / "runs").glob("*/results.json"))]
@@ -198,7 +200,7 @@ def _mean_curve(runs: list[dict]) -> str:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--suite", default="quick")
+    p.add_argument("--suite", default=DEFAULT_SUITE)
     p.add_argument("--candidate", default="local_window,linear", help="attention=NAME of each candidate")
     p.add_argument("--keep", type=Path, help="write the studies here instead of a temporary folder")
     p.add_argument("--screenshot", type=Path, help="save the top of the first report.html here (PNG)")
@@ -209,7 +211,8 @@ def main() -> int:
     print(common.machine())
     root = args.keep or Path(tempfile.mkdtemp(prefix="attnx-compare-"))
     candidates = args.candidate.split(",")
-    studies = [study(c, args.suite, args.overrides, root / c) for c in candidates]
+    root.mkdir(parents=True, exist_ok=True)
+    studies = [study(c, args.suite, args.overrides, root) for c in candidates]
     if args.screenshot:
         screenshot(studies[0]["folder"] / "report.html", args.screenshot)
     first = studies[0]["values"]
