@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import re
 import shutil
 import subprocess
 import sys
@@ -33,6 +34,7 @@ class Sweep:
     report: tuple[str, ...] = ()  # `attnx report DIR` options
     figure: tuple[str, str] | None = None  # (the report's PNG, where the README shows it)
     pivot: str | None = None  # a configuration key whose values become the pivot's columns
+    by: tuple[str, ...] = ()  # the keys that label the pivot's rows, sorted in this order
     metric: str | None = None  # the pivot's metric (default: the report's first)
 
 
@@ -51,6 +53,7 @@ SWEEPS = {
         ZOOLOGY_REPORT,
         figure=("test_acc_vs_lm.d_model.png", "zoology_mqar.png"),
         pivot="lm.d_model",
+        by=("mqar", "attention"),
         metric="test/acc",
     ),
     "sentiment_movies": Sweep(
@@ -82,17 +85,21 @@ def report_rows(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
     return config, numeric
 
 
-def pivot(config: list[str], rows: list[dict[str, Any]], column: str, metric: str) -> dict:
-    """One row per value of the other configuration keys, one column per value of `column`: the metric's
-    mean over seeds, * when a run of it was still improving at the end of its budget."""
-    keys = [k for k in config if k != column]
-    columns = list(dict.fromkeys(row[column] for row in rows))
+def pivot(rows: list[dict[str, Any]], column: str, keys: tuple[str, ...], metric: str) -> dict:
+    """One row per value of `keys` (in natural order: `len64` before `len128`), one column per value of
+    `column`: the metric's mean over seeds, * when a run of it was still improving at the end of its
+    budget."""
+    columns = sorted(dict.fromkeys(row[column] for row in rows), key=_natural)
     cells: dict[tuple, dict[Any, str]] = {}
-    for row in rows:
+    for row in sorted(rows, key=lambda row: [_natural(row[k]) for k in keys]):
         mark = "*" if "improving" in str(row.get("converged", "")) else ""
         cells.setdefault(tuple(row[k] for k in keys), {})[row[column]] = f"{row[metric]:.3f}{mark}"
-    body = [[", ".join(map(_text, label)), *(by.get(c, "") for c in columns)] for label, by in cells.items()]
+    body = [[", ".join(map(_text, label)), *(of.get(c, "") for c in columns)] for label, of in cells.items()]
     return common.table([", ".join(keys), *(f"{column}={_text(c)}" for c in columns)], body, right_from=1)
+
+
+def _natural(value: Any) -> list[Any]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", _text(value))]
 
 
 def _number(value: str) -> Any:
@@ -134,7 +141,12 @@ def main() -> int:
     }
     tables = {"report": printed_table}
     if sweep.pivot:
-        tables["pivot"] = pivot(config, rows, sweep.pivot, metric)
+        tables["pivot"] = pivot(rows, sweep.pivot, sweep.by, metric)
+        cells: dict[str, dict[str, float]] = {}  # `len64_pairs4/linear` -> `lm.d_model=64` -> the mean
+        for row in rows:
+            label = "/".join(_text(row[k]) for k in sweep.by)
+            cells.setdefault(label, {})[f"{sweep.pivot}={_text(row[sweep.pivot])}"] = row[metric]
+        values["pivot"] = cells
     print(f"{values['runs']} runs in {wall / 60:.1f} min; {folder}")
     common.record(args, tables, values, name=f"sweep.{args.name}")
     if sweep.figure:
