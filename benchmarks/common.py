@@ -39,8 +39,8 @@ from attnx.tasks.base import Batch
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
-# paths whose changes do not make a measurement's tree dirty: what the benchmarks themselves write
-OUTPUTS = ("benchmarks/results", "docs")
+# what cannot change a measurement, so does not make its tree dirty: what benchmarks write, and documents
+WRITTEN = ("benchmarks/results/", "docs/")
 
 _started: dict[str, Any] = {}
 
@@ -113,17 +113,18 @@ def machine_facts() -> dict[str, Any]:
 
 
 def commit() -> dict[str, Any] | None:
-    """HEAD, and whether files outside OUTPUTS differ from it (None outside a git checkout)."""
+    """HEAD, and whether files that can change a measurement differ from it (None outside a git checkout)."""
 
     def git(*argv: str) -> str:
         return subprocess.run(["git", *argv], cwd=REPO, capture_output=True, text=True, check=True).stdout
 
     try:
         head = git("rev-parse", "HEAD").strip()
-        changed = git("status", "--porcelain", "--", ".", *(f":(exclude){p}" for p in OUTPUTS))
+        changed = [line[3:] for line in git("status", "--porcelain").splitlines()]
     except (OSError, subprocess.CalledProcessError):
         return None
-    return {"sha": head, "dirty": bool(changed.strip())}
+    measured = [path for path in changed if not path.startswith(WRITTEN) and not path.endswith(".md")]
+    return {"sha": head, "dirty": bool(measured)}
 
 
 def command() -> str:
