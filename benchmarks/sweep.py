@@ -36,6 +36,7 @@ class Sweep:
     pivot: str | None = None  # a configuration key whose values become the pivot's columns
     by: tuple[str, ...] = ()  # the keys that label the pivot's rows, sorted in this order
     metric: str | None = None  # the pivot's metric (default: the report's first)
+    goal_minutes: float | None = None  # a wall-time goal: then a row of the benchmarks' summary
 
 
 ZOOLOGY_REPORT = ("--x", "lm.d_model", "--panel", "task.seq_len,task.num_kv_pairs", "--select", "optim.lr",
@@ -55,6 +56,7 @@ SWEEPS = {
         pivot="lm.d_model",
         by=("mqar", "attention"),
         metric="test/acc",
+        goal_minutes=40,
     ),
     "sentiment_movies": Sweep(
         ("-m", "task=sentiment_movies", "attention=none,fixed_c,additive,dot,multi_head", "seed=0,1,2")
@@ -148,7 +150,17 @@ def main() -> int:
             cells.setdefault(label, {})[f"{sweep.pivot}={_text(row[sweep.pivot])}"] = row[metric]
         values["pivot"] = cells
     print(f"{values['runs']} runs in {wall / 60:.1f} min; {folder}")
-    common.record(args, tables, values, name=f"sweep.{args.name}")
+    headlines = []
+    if sweep.goal_minutes:
+        headlines.append(
+            {
+                "what": f"`attnx {' '.join(sweep.train)}`, {values['runs']} runs, wall",
+                "goal": f"≤ {sweep.goal_minutes:g} min",
+                "measured": f"{wall / 60:.1f} min",
+                "verdict": common.verdict(wall <= sweep.goal_minutes * 60),
+            }
+        )
+    common.record(args, tables, values, headlines, name=f"sweep.{args.name}")
     if sweep.figure:
         source, shown = folder / "report" / sweep.figure[0], common.REPO / "docs" / sweep.figure[1]
         if not source.exists():
