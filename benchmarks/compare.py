@@ -245,8 +245,8 @@ def main() -> int:
     for name in ("ranking", "capabilities"):  # `{ranking[additive][reverse]}`: a cell, for prose
         if name in found:
             header, rows = found[name]["header"], found[name]["rows"]
-            arm = [row[0].strip("`").removesuffix("` (candidate)") for row in rows]
-            values[name] = {a: dict(zip(header[1:], row[1:])) for a, row in zip(arm, rows)}
+            arms = [row[0].strip("`").removesuffix("` (candidate)") for row in rows]
+            values[name] = {a: dict(zip(header[1:], row[1:])) for a, row in zip(arms, rows)}
     goal = GOAL_MINUTES.get(args.suite)
     others = "".join(f" (`{s['candidate']}`, {s['values']['runs']} runs: {s['values']['minutes']:.1f} min)"
                      for s in studies[1:])  # fmt: skip
