@@ -138,7 +138,7 @@ def main() -> int:
         "minutes": wall / 60,
         "seconds": wall,
         "runs": sum(1 for _ in folder.rglob("results.json")),
-        "rows": {"/".join(_text(row[k]) for k in config): row for row in rows},
+        "rows": {"/".join(_text(row[k]) for k in config) or "run": row for row in rows},  # one run: `run`
         "commands": [" ".join(["attnx", *train[:-1]]), " ".join(["attnx", "report", "DIR", *sweep.report])],
     }
     tables = {"report": printed_table}
