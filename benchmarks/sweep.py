@@ -61,6 +61,7 @@ SWEEPS = {
     "sentiment_movies": Sweep(
         ("-m", "task=sentiment_movies", "attention=none,fixed_c,additive,dot,multi_head", "seed=0,1,2")
     ),
+    "mqar": Sweep(("task=mqar",)),
     "snippet_domain": Sweep(("task=snippet_domain",)),
     "g2p": Sweep(("task=g2p",)),
     "dates": Sweep(("-m", "task=dates", "attention=additive,none")),
