@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -18,6 +19,16 @@ publish = sys.modules[_spec.name] = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(publish)
 
 NOT_BENCHMARKS = {"common", "publish"}  # what the scripts share, and the renderer itself
+# a time, a size, a speed-up or a share, not a goal (after ≥, ≤, <, >) and not in a command line
+FIGURE = re.compile(r"(?<![≥≤<>] )(?<![\w.])\d[\d.,]*\s?(?:ms|µs|s|min|MiB|GiB|×|%)(?![\w/])")
+UNMEASURED = {  # the figures benchmarks/README.md may state outside a results block: none is a measurement
+    "15 min": "the load average's third window",
+    "4 GiB": "one fp32 N×N matrix per head at N = 8192, by arithmetic",
+    "16×": "that matrix against the linear memory budget, by arithmetic",
+    "95%": "the Joey NMT reference's threshold",
+    "97.9%": "the Joey NMT reference's own figure (time_to_accuracy.REFERENCE)",
+    "15 s": "the default --budget",
+}
 
 
 def test_every_marked_block_is_what_its_results_file_renders() -> None:
@@ -32,6 +43,13 @@ def test_every_benchmark_script_has_a_results_file_and_each_is_published() -> No
         name for document in publish.DOCUMENTS for block in publish.blocks(document) for name in block.files
     }
     assert not set(files) - cited, "a results file no document publishes"
+
+
+def test_benchmarks_readme_states_no_figure_outside_a_results_block() -> None:
+    """A figure typed into prose is what drifts: every measured one sits in a block publish.py renders."""
+    text = (REPO / "benchmarks" / "README.md").read_text()
+    prose = re.sub(r"^    .*$", "", publish.BLOCK.sub("", text), flags=re.M)  # blocks, indented commands
+    assert sorted(set(FIGURE.findall(prose)) - set(UNMEASURED)) == []
 
 
 RESULT = {
