@@ -134,8 +134,8 @@ def curves(runs: list[dict], candidates: set[str]) -> dict:
         by.setdefault((run["choices"]["task"], arm(run)), []).append(run)
     rows = []
     for task in dict.fromkeys(t for t, _ in by):
-        arms = [arm for t, arm in by if t == task and arm not in candidates]
-        best = max(arms, key=lambda arm: _mean(metric(r) for r in by[(task, arm)]))
+        classic = [a for t, a in by if t == task and a not in candidates]
+        best = max(classic, key=lambda a: _mean(metric(r) for r in by[(task, a)]))
         rows.append([task, best, _mean_curve(by[(task, best)])])
     return common.table(["task", "arm", "validation curve (mean over seeds)"], rows)
 
