@@ -84,7 +84,8 @@ def report_rows(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
         rows = list(csv.DictReader(handle))
     header = list(rows[0]) if rows else []
     config = header[: header.index("status")] if "status" in header else []
-    numeric = [{k: _number(v) for k, v in row.items()} for row in rows if row["status"] == "completed"]
+    numeric = [{k: _number(v) for k, v in row.items() if k != "folders"}  # where they ran: this machine's
+               for row in rows if row["status"] == "completed"]  # fmt: skip
     return config, numeric
 
 
