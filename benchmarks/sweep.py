@@ -63,7 +63,7 @@ SWEEPS = {
     ),
     "mqar": Sweep(("task=mqar",)),
     "snippet_domain": Sweep(("task=snippet_domain",)),
-    "g2p": Sweep(("task=g2p",)),
+    "g2p": Sweep(("task=g2p",), ("--metric", "test/per,test/wer")),
     "dates": Sweep(("-m", "task=dates", "attention=additive,none")),
 }
 
