@@ -1,8 +1,14 @@
-"""What every benchmark script shares: arguments, the machine line, round budgets, markdown tables.
+"""What every benchmark script shares: arguments, the machine, round budgets, and its results file.
 
-Scripts print their results as a markdown table to paste into benchmarks/README.md. Speeds are
-ratios against a reference timed in the same process, interleaved round by round
+Speeds are ratios against a reference timed in the same process, interleaved round by round
 (attnx.bench.measure.interleaved), so that load from other processes on a shared machine cancels.
+
+Every script ends with `record(args, tables=..., values=..., headlines=...)`: it prints the tables and
+writes them to `benchmarks/results/<script>.json` (`--results PATH` elsewhere, e.g. for a trial run) with
+what a reader needs to trust them: the exact command, the date, the commit (and whether the tree had
+uncommitted changes), the machine (CPU, cores, RAM, GPU, Python, torch, Lightning, threads), the load
+average before and after, and the wall time. `benchmarks/publish.py` renders the documents' tables and
+numbers from these files; tests/unit/test_published.py fails when a document disagrees with them.
 """
 
 from __future__ import annotations
@@ -12,9 +18,14 @@ import itertools
 import json
 import os
 import platform
+import re
+import shlex
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
+from importlib import metadata
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -23,37 +34,158 @@ import torch
 import torch.nn.functional as F
 
 from attnx.bench.measure import time_once
+from attnx.table import markdown_table
 from attnx.tasks.base import Batch
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+# what cannot change a measurement, so does not make its tree dirty: what benchmarks write, and documents
+WRITTEN = ("benchmarks/results/", "docs/")
+
+_started: dict[str, Any] = {}
 
 
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--threads", type=int, default=1, help="torch CPU threads (train.yaml's default: 1)")
     p.add_argument("--budget", type=float, default=15.0, help="seconds of timed rounds per comparison")
+    results_argument(p)
     return p
 
 
+def results_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--results", type=Path, help="results file (default: benchmarks/results/<script>.json)")
+
+
 def start(args: argparse.Namespace) -> torch.device:
-    """Apply --threads, seed, print the machine line; the device is CUDA when there is one."""
-    torch.set_num_threads(args.threads)
+    """Apply --threads, seed, note the start (`begin`) and print the machine line; the device is CUDA when
+    there is one."""
     torch.manual_seed(0)
+    begin(args.threads)
     print(machine())
     return torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
 
+def begin(threads: int = 1) -> None:
+    """Set torch's threads (a script that runs `attnx train` children: 1, as their `threads`) and note what
+    `record` reports of the start: the time, the load and the commit that runs."""
+    torch.set_num_threads(threads)
+    _started.update(
+        date=datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        clock=time.perf_counter(),
+        load=[round(x, 2) for x in os.getloadavg()],
+        commit=commit(),
+    )
+
+
 def machine() -> str:
+    """One line: the machine, its software and its load now."""
+    m = machine_facts()
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    return (
+        f"machine: {m['cpu']}, {m['cores']} cores, {m['ram_gib']} GiB RAM, {m['gpu'] or 'no GPU'}; "
+        f"Python {m['python']}, torch {m['torch']}, Lightning {m['lightning']}, {m['threads']} thread(s); "
+        f"load average {load}"
+    )
+
+
+def machine_facts() -> dict[str, Any]:
     cpu = platform.processor() or platform.machine()
     try:
         with open("/proc/cpuinfo") as f:
             cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else "no GPU"
-    return (
-        f"machine: {cpu}, {os.cpu_count()} cores, {gpu}; torch {torch.__version__}, "
-        f"{torch.get_num_threads()} thread(s); load average {load}"
-    )
+    try:
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    except (ValueError, OSError, AttributeError):
+        ram = float("nan")
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "ram_gib": round(ram, 1),
+        "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "lightning": metadata.version("lightning"),
+        "threads": torch.get_num_threads(),
+    }
+
+
+def commit() -> dict[str, Any] | None:
+    """HEAD, and whether files that can change a measurement differ from it (None outside a git checkout)."""
+
+    def git(*argv: str) -> str:
+        return subprocess.run(["git", *argv], cwd=REPO, capture_output=True, text=True, check=True).stdout
+
+    try:
+        head = git("rev-parse", "HEAD").strip()
+        changed = [line[3:] for line in git("status", "--porcelain").splitlines()]
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    measured = [path for path in changed if not path.startswith(WRITTEN) and not path.endswith(".md")]
+    return {"sha": head, "dirty": bool(measured)}
+
+
+def command() -> str:
+    """The command line that runs this script, from the repository root."""
+    script = Path(sys.argv[0]).resolve()
+    shown = script.relative_to(REPO) if script.is_relative_to(REPO) else script
+    return shlex.join(["python", str(shown), *sys.argv[1:]])
+
+
+def table(header: Sequence[str], rows: Sequence[Sequence[Any]], right_from: int | None = None) -> dict:
+    """A table as results files hold it: rendered by attnx.table.markdown_table, here and in publish.py."""
+    return {"header": list(header), "rows": [list(row) for row in rows], "right_from": right_from}
+
+
+def parse_table(markdown: str) -> dict:
+    """A Markdown table as `table` holds it, back from markdown_table's text (cells as text; right-aligned
+    from the first column whose rule ends in `:`)."""
+    lines = [re.split(r"(?<!\\)\|", line.strip())[1:-1] for line in markdown.strip().splitlines()]
+    cells = [[c.strip() for c in line] for line in lines]
+    right = [i for i, rule in enumerate(cells[1]) if rule.endswith(":")]
+    return table(cells[0], cells[2:], right[0] if right else None)
+
+
+def record(
+    args: argparse.Namespace,
+    tables: Mapping[str, dict] | None = None,
+    values: Mapping[str, Any] | None = None,
+    headlines: Sequence[Mapping[str, str]] = (),
+    name: str | None = None,
+    texts: Mapping[str, str] | None = None,
+) -> Path:
+    """Print `tables` and write the results file: `args.results`, else benchmarks/results/<name>.json
+    (`name`: the script's own by default). `values` are the figures prose cites; `headlines` the rows of
+    benchmarks/README.md's summary (what, goal, measured, verdict); `texts` a command's printed output,
+    shown as a text block."""
+    if not _started:
+        begin()
+    for title, t in (tables or {}).items():
+        print(f"\n{title}:\n{markdown_table(t['header'], t['rows'], t['right_from'])}")
+    doc = {
+        "script": Path(sys.argv[0]).stem,
+        "command": command(),
+        "date": _started["date"],
+        "wall_seconds": round(time.perf_counter() - _started["clock"], 1),
+        "commit": _started["commit"],
+        "machine": machine_facts(),
+        "load": {"before": _started["load"], "after": [round(x, 2) for x in os.getloadavg()]},
+        "values": dict(values or {}),
+        "tables": dict(tables or {}),
+        "texts": dict(texts or {}),
+        "headlines": [dict(h) for h in headlines],
+    }
+    path = getattr(args, "results", None) or RESULTS / f"{name or doc['script']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    print(f"\nresults: {path}")
+    return path
+
+
+def verdict(met: bool) -> str:
+    return "met" if met else "not met"
 
 
 def rounds(candidates: Sequence[Callable[[], object]], device: torch.device, budget: float) -> int:

@@ -18,8 +18,6 @@ from pathlib import Path
 
 import common
 
-from attnx.table import markdown_table
-
 RUN = [
     "task=reverse",
     "task.train_size=4000",
@@ -36,9 +34,11 @@ RUN = [
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    common.results_argument(p)
     p.add_argument("--rounds", type=int, default=6, help="runs of each, taken in turn")
     p.add_argument("--devices", type=int, default=2, help="DDP processes")
     args = p.parse_args()
+    common.begin()
     arms = {1: [], args.devices: ["trainer=ddp_cpu", f"trainer.devices={args.devices}"]}
     records: dict[int, list[dict]] = {n: [] for n in arms}
     with tempfile.TemporaryDirectory() as out:
@@ -63,8 +63,15 @@ def main() -> None:
         [n, rs[0]["world_size"], round(speed[n]), relative[n], rs[0]["metrics"]["val/exact_match"]]
         for n, rs in records.items()
     ]
-    print(markdown_table(header, rows))
-    print(f"largest relative difference of a val/ metric from the first 1-process run: {drift:.1e}")
+    ratio = relative[args.devices]
+    headline = {
+        "what": f"`trainer=ddp_cpu` ({args.devices} gloo processes) vs 1 process, samples/s, whole runs",
+        "goal": "—",
+        "measured": f"{ratio:.2f}× (median of {args.rounds} rounds); val metrics within {drift:.1e} relative",
+        "verdict": "for checking a run before a cluster",
+    }
+    values = {"ratio": ratio, "drift": drift, "rounds": args.rounds, "steps": base[0]["steps"]}
+    common.record(args, {"processes": common.table(header, rows)}, values, [headline])
 
 
 if __name__ == "__main__":

@@ -29,7 +29,6 @@ from attnx.bench.measure import median_time
 from attnx.nn.attention import Mechanism, stored
 from attnx.nn.positions import Positions
 from attnx.nn.transformer import AttentionSite, KVCache
-from attnx.table import markdown_table
 
 MECHANISMS = ("multi_head", "linear", "sliding_window", "based")  # based: when a plugin registers it
 FLAT = ("linear", "sliding_window", "based")  # the goal's flat rows
@@ -108,17 +107,29 @@ def main() -> None:
                     unlike.append(f"{name} at t={t}: holds {held} bytes, declares {declared}")
             rows.append(row)
     header = ["t", *(f"{name} {what}" for name in names for what in ("ms", "state B"))]
-    print(markdown_table(header, rows, right_from=0))
     print("\n".join(unlike) or "every cache holds what its mechanism declares (KVCache.state_size)")
-    print()
-    summary = []
+    summary, values = [], {"held_as_declared": not unlike}
     for name, (ms, held) in series.items():
         k_time, k_state = slope(args.lengths, ms), slope(args.lengths, held)
         goal = "≤ 0.1" if name in FLAT else "> 0.1"
         met = (max(k_time, k_state) <= 0.1) if name in FLAT else (min(k_time, k_state) > 0.1)
-        summary.append([name, k_time, k_state, goal, "met" if met else "**not met**"])
-    header = ["mechanism", "time ~ t^k", "state ~ t^k", "goal", ""]
-    print(markdown_table(header, summary, right_from=1))
+        summary.append([name, k_time, k_state, goal, common.verdict(met)])
+        at = {f"t{t}": v for t, v in zip(args.lengths, ms)}  # "t2048": str.format reads digits as an index
+        values[name] = {"time": k_time, "state": k_state, "ms": at}
+    flat = [row for row in summary if row[0] in FLAT]
+    grows = [row for row in summary if row[0] not in FLAT]
+    headline = {
+        "what": f"decoding one token after t = {args.lengths[0]} … {args.lengths[-1]} tokens: slopes of log "
+        "time and log state against log t",
+        "goal": "≤ 0.1 for " + ", ".join(row[0] for row in flat) + "; growing for multi_head",
+        "measured": "; ".join(f"{row[0]} {row[1]:.2f} / {row[2]:.2f}" for row in [*flat, *grows]),
+        "verdict": common.verdict(all(row[-1] == "met" for row in summary)),
+    }
+    tables = {
+        "steps": common.table(header, rows, right_from=0),
+        "slopes": common.table(["mechanism", "time ~ t^k", "state ~ t^k", "goal", ""], summary, right_from=1),
+    }
+    common.record(args, tables, values, [headline])
 
 
 if __name__ == "__main__":

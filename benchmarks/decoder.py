@@ -24,7 +24,6 @@ from attnx.bench.measure import interleaved, ratios
 from attnx.nn.attention import Mechanism
 from attnx.nn.decoders import RNNDecoder
 from attnx.nn.encoders import EncoderOutput
-from attnx.table import markdown_table
 
 VOCAB = 32
 
@@ -95,7 +94,14 @@ def main() -> None:
         ms = [statistics.median(times[k]) * 1e3 for k in (hoisted, slow)]
         rows.append([mode, args.steps, args.source, args.batch, args.hidden, *ms, speedup])
     header = ["step", "T", "source", "batch", "hidden", "hoisted ms", "naive ms", "speed-up (≥1.5)"]
-    print(markdown_table(header, rows))
+    speedup = {row[0]: row[-1] for row in rows}
+    headline = {
+        "what": f"additive decoder, hoisted keys vs naive, T={args.steps}",
+        "goal": "≥ 1.5×",
+        "measured": f"{speedup['train']:.2f}× (train), {speedup['forward']:.2f}× (inference)",
+        "verdict": common.verdict(speedup["train"] >= 1.5),
+    }
+    common.record(args, {"steps": common.table(header, rows)}, speedup, [headline])
 
 
 if __name__ == "__main__":

@@ -18,7 +18,6 @@ import common
 
 from attnx import registry
 from attnx.bench.measure import interleaved, ratios
-from attnx.table import markdown_table
 
 BATCHES = 4  # distinct batches cycled through, so every mechanism sees the same lengths
 
@@ -48,7 +47,14 @@ def main() -> None:
             rows.append([f"{task_name} ({kind})", encoder, attention, ms, 1 / relative[attention]])
     header = ["task", "encoder", "attention", "ms / step", f"× {attentions[0]}"]
     print(f"batch size: the task's default (64); {BATCHES} fixed batches cycled\n")
-    print(markdown_table(header, rows))
+    task, encoder, attention, _, times_none = max(rows, key=lambda row: row[-1])
+    headline = {
+        "what": "training step per mechanism, seq2seq and classification",
+        "goal": "—",
+        "measured": f"slowest: {attention} on {task} ({encoder}), {times_none:.2f}× {attentions[0]}",
+        "verdict": "",
+    }
+    common.record(args, {"steps": common.table(header, rows)}, headlines=[headline])
 
 
 if __name__ == "__main__":

@@ -20,7 +20,6 @@ from torch import nn
 
 from attnx.bench.measure import interleaved, ratios
 from attnx.nn.multihead import MultiHeadAttention
-from attnx.table import markdown_table
 
 
 def candidates(n: int, d: int, heads: int, batch: int, device: torch.device) -> dict[str, Callable[[], None]]:
@@ -84,7 +83,23 @@ def main() -> None:
         vs_bare = ratios(times, "bare SDPA")["attnx multi_head"]
         rows.append([n, *ms.values(), vs_torch, vs_bare])
     header = ["N", *(f"{name} ms" for name in fns), "speed vs nn.MHA (≥1.0)", "vs bare SDPA (≥0.95)"]
-    print(markdown_table(header, rows))
+    vs_nn, bare = [row[-2] for row in rows], [row[-1] for row in rows]
+    values = {"nn_low": min(vs_nn), "nn_high": max(vs_nn), "bare_low": min(bare), "bare_high": max(bare)}
+    headlines = [
+        {
+            "what": "`multi_head` fwd+bwd vs `nn.MultiheadAttention`",
+            "goal": "≥ 1.0×",
+            "measured": f"{min(vs_nn):.2f}–{max(vs_nn):.2f}×",
+            "verdict": common.verdict(min(vs_nn) >= 1.0),
+        },
+        {
+            "what": "`multi_head` fwd+bwd vs bare SDPA",
+            "goal": "≥ 0.95×",
+            "measured": f"{min(bare):.2f}–{max(bare):.2f}×",
+            "verdict": common.verdict(min(bare) >= 0.95),
+        },
+    ]
+    common.record(args, {"lengths": common.table(header, rows)}, values, headlines)
 
 
 if __name__ == "__main__":

@@ -1,14 +1,14 @@
-"""Benchmark 13: where a quick-suite run's wall time goes outside training, phase by phase.
+"""Benchmark 14: where a quick-suite run's wall time goes outside training, phase by phase.
 
 Each task of conf/suite/quick.yaml runs as `attnx compare` runs it (the suite's overrides, its
-mechanism: `additive`, `multi_head` on mqar; `paired_embeddings=true`, `resume=auto`, no attention
-maps, as in all but the first seed's runs) in a fresh Python process: one 2-job multirun (seeds 0
-and 1) through `attnx.train.cli.main(["-m", ...])` on Hydra's basic launcher, so the same process runs
-both jobs, as a joblib worker runs many. The first job pays what a process pays once (lazy imports,
+mechanism: `additive`, `multi_head` on mqar; `paired_embeddings=true`, `resume=auto`) in a fresh Python
+process: one 3-job multirun (PLAN: seeds 1 and 2 without attention maps, seed 0 with the maps compare
+draws) through `attnx.train.cli.main(["-m", ...])` on Hydra's basic launcher, so the same process runs
+every job, as a joblib worker runs many. The first job pays what a process pays once (lazy imports,
 first calls); the second is what every later run of a worker costs. Phases are timed by wrapping the
 functions attnx calls; a phase nested in another is subtracted from it, so the rows add up to the wall.
 
-    python benchmarks/run_phases.py [--tasks reverse mqar]
+    python benchmarks/run_phases.py [--tasks reverse mqar]  # default: every task of the quick suite
 
 `training` is `module.train_seconds` (Lightning's `on_train_start` to `on_train_end`) less the in-fit
 validation and checkpoint writes inside it; `fixed cost` = run wall − `module.train_seconds`.
@@ -249,9 +249,7 @@ def measure(task: str) -> list[dict[str, float]]:
     return jobs
 
 
-def table(measured: dict[str, list[dict[str, float]]]) -> str:
-    from attnx.table import markdown_table
-
+def table(measured: dict[str, list[dict[str, float]]]) -> tuple[list[str], list[list[Any]]]:
     columns = [(task, i) for task in measured for i in range(len(PLAN))]
     header = ["phase (s)", *(f"{task} {COLUMNS[i]}" for task, i in columns)]
     rows = [[f"{name}", *(measured[t][i].get(name, 0.0) for t, i in columns)] for name, _ in PHASES]
@@ -261,26 +259,41 @@ def table(measured: dict[str, list[dict[str, float]]]) -> str:
     rows.append(["train_seconds", *trained])
     rows.append(["**fixed cost** (wall − train_seconds)", *(w - s for w, s in zip(walls, trained))])
     rows += [[f"*{name}*", *(measured[t][i].get(name, "") for t, i in columns)] for name, _ in ONCE]
-    return markdown_table(header, rows)
+    return header, rows
+
+
+def fixed_cost(job: dict[str, float]) -> float:
+    return sum(job.get(name, 0.0) for name, _ in PHASES) - job["train_seconds"]
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--tasks", nargs="+", default=["reverse", "sentiment", "listops", "mqar"])
+    p.add_argument("--tasks", nargs="+", help="tasks of the quick suite (default: all of them)")
     p.add_argument("--child", help=argparse.SUPPRESS)
+    p.add_argument("--results", type=Path, help="results file (default: benchmarks/results/run_phases.json)")
     args = p.parse_args()
     if args.child:
         child(args.child)
         return
     import common
+    from omegaconf import OmegaConf
 
-    from attnx.table import markdown_table
-
+    common.begin()
     print(common.machine())
-    measured = {task: measure(task) for task in args.tasks}
-    print(table(measured))
-    print()
-    print(markdown_table(["phase", "what"], [*PHASES, *ONCE]))
+    tasks = args.tasks or list(OmegaConf.load(SUITE).tasks)
+    measured = {task: measure(task) for task in tasks}
+    later = {task: jobs[1] for task, jobs in measured.items()}  # what most runs of a worker cost
+    values = {
+        "fixed_low": min(map(fixed_cost, later.values())),
+        "fixed_high": max(map(fixed_cost, later.values())),
+        "share_low": min(fixed_cost(j) / sum(j.get(n, 0.0) for n, _ in PHASES) for j in later.values()),
+        "share_high": max(fixed_cost(j) / sum(j.get(n, 0.0) for n, _ in PHASES) for j in later.values()),
+        "imports_low": min(jobs[0]["imports"] for jobs in measured.values()),
+        "imports_high": max(jobs[0]["imports"] for jobs in measured.values()),
+    }
+    phases = common.table(["phase", "what"], [*PHASES, *ONCE])
+    tables = {"phases": common.table(*table(measured)), "what": phases}
+    common.record(args, tables, values)
 
 
 if __name__ == "__main__":

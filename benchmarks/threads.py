@@ -17,7 +17,6 @@ import common
 import torch
 
 from attnx.bench.measure import interleaved, ratios
-from attnx.table import markdown_table
 
 RUNS = {
     "reverse, rnn (GRU) + additive: the default run": [],
@@ -54,7 +53,16 @@ def main() -> None:
             samples_per_s = 64 / statistics.median(times[count])
             rows.append([name, count, samples_per_s, relative[count]])
     torch.set_num_threads(args.threads)
-    print(markdown_table(["run (batch 64)", "threads", "samples/s", f"speed vs {counts[0]} thread"], rows))
+    header = ["run (batch 64)", "threads", "samples/s", f"speed vs {counts[0]} thread"]
+    others = [row[-1] for row in rows if row[1] != counts[0]]
+    headline = {
+        "what": f"`threads` {' vs '.join(map(str, counts))}",
+        "goal": "—",
+        "measured": f"{counts[-1]} threads: {min(others):.2f}–{max(others):.2f}×",
+        "verdict": f"keep `threads: {counts[0]}`" if max(others) < 1 else f"`threads: {counts[-1]}` pays",
+    }
+    values = {"low": min(others), "high": max(others)}
+    common.record(args, {"runs": common.table(header, rows)}, values, [headline])
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ import argparse
 import statistics
 import tempfile
 from pathlib import Path
+from typing import Any
 
 import common
 
@@ -59,7 +60,7 @@ def row(
     name: str, seed: int | str, cpu: float, test: float, val: float | str, epochs: str, speed: str
 ) -> list:
     ratio = cpu / REFERENCE["cpu_seconds"]
-    return [name, seed, f"{cpu:.0f}", f"{ratio:.2f}x", f"{test:.3f}", val, epochs, speed]
+    return [name, seed, f"{cpu:.0f}", f"{ratio:.2f}×", f"{test:.3f}", val, epochs, speed]
 
 
 def main() -> None:
@@ -77,7 +78,9 @@ def main() -> None:
     )
     p.add_argument("--no-default", action="store_true", help="skip the default configuration")
     p.add_argument("--keep", type=Path, help="keep the run folders here (default: a temporary folder)")
+    common.results_argument(p)
     args = p.parse_args()
+    common.begin()
 
     configs = {} if args.no_default else {"attnx defaults": []}
     for item in args.config:
@@ -96,6 +99,7 @@ def main() -> None:
         "samples/s",
     ]
     rows = [row(REFERENCE["name"], "", REFERENCE["cpu_seconds"], REFERENCE["test_exact_match"], 0.95, "", "")]
+    values: dict[str, Any] = {"reference": REFERENCE, "threshold": args.threshold, "seeds": len(args.seeds)}
     print(
         f"threshold {args.metric} >= {args.threshold}, max_epochs {args.max_epochs}; runs in {root}",
         flush=True,
@@ -116,7 +120,7 @@ def main() -> None:
                     seed,
                     r["cpu_seconds"],
                     m["test/exact_match"],
-                    f"{m[args.metric]:.3f}",
+                    f"{m[args.metric]:.3f}" + ("" if m[args.metric] >= args.threshold else " (not reached)"),
                     f"{r['steps'] / steps_per_epoch:.2f}",
                     f"{r['samples_per_second']:.0f}",
                 )
@@ -124,25 +128,43 @@ def main() -> None:
             print(" | ".join(str(c) for c in rows[-1]), flush=True)
         cpu = [r["cpu_seconds"] for r in records]
         test = [r["metrics"]["test/exact_match"] for r in records]
+        median = statistics.median(cpu)
+        values[name.replace(" ", "_")] = {
+            "cpu": median,
+            "cpu_low": min(cpu),
+            "cpu_high": max(cpu),
+            "ratio": median / REFERENCE["cpu_seconds"],
+            "test": statistics.median(test),
+            "test_low": min(test),
+            "test_high": max(test),
+            "reached": sum(r["metrics"][args.metric] >= args.threshold for r in records),
+        }
         rows.append(
             [
                 f"**{name}: median of {len(records)}**",
                 "",
-                f"**{statistics.median(cpu):.0f}** ({min(cpu):.0f}-{max(cpu):.0f})",
-                f"**{statistics.median(cpu) / REFERENCE['cpu_seconds']:.2f}x**",
-                f"**{statistics.median(test):.3f}** ({min(test):.3f}-{max(test):.3f})",
+                f"**{median:.0f}** ({min(cpu):.0f}–{max(cpu):.0f})",
+                f"**{median / REFERENCE['cpu_seconds']:.2f}×**",
+                f"**{statistics.median(test):.3f}** ({min(test):.3f}–{max(test):.3f})",
                 "",
                 "",
                 f"{statistics.median(r['samples_per_second'] for r in records):.0f}",
             ]
         )
-    from common import machine
-
-    print(machine())
-    print("| " + " | ".join(header) + " |")
-    print("|" + " --- |" * len(header))
-    for cells in rows:
-        print("| " + " | ".join(str(c) for c in cells) + " |")
+    headlines = []
+    if "attnx defaults" in configs:
+        d, reference = values["attnx_defaults"], REFERENCE["cpu_seconds"]
+        met = d["ratio"] <= 0.25 and d["test_low"] >= REFERENCE["test_exact_match"]
+        headlines.append(
+            {
+                "what": f"time to accuracy on reverse vs Joey NMT's recipe ({reference:.0f} CPU-s)",
+                "goal": f"≤ 0.25× with ≥ {REFERENCE['test_exact_match']:.1%} test",
+                "measured": f"{d['ratio']:.2f}× ({d['cpu']:.0f} CPU-s, median of {len(args.seeds)}), "
+                f"{d['test']:.3f} test",
+                "verdict": common.verdict(met),
+            }
+        )
+    common.record(args, {"runs": common.table(header, rows)}, values, headlines)
 
 
 if __name__ == "__main__":

@@ -33,8 +33,8 @@ class ShortConvolution(nn.Module):
         # conv1d's layout [D, 1, k]: weight[:, 0, k−1−i] is w_i (conv1d correlates, so the last tap is x_t)
         # the identity (w_0 = 1, the other taps 0): the block starts as the block without it, as Zoology's
         # BaseConv passes its input through (conv(u) ⊙ W u + u). nn.Conv1d's random taps replace the token by
-        # a per-channel blend of its predecessors: on MQAR (benchmarks §17) linear attention then fell from
-        # 0.16 to 0.02 after an epoch
+        # a per-channel blend of its predecessors: on MQAR (benchmarks/zoology_based.py) linear attention then
+        # lost nearly all it had learnt in an epoch
         self.weight = nn.Parameter(torch.zeros(dim, 1, kernel_size))
         with torch.no_grad():
             self.weight[:, 0, -1] = 1.0

@@ -1,8 +1,10 @@
-"""The command lines README.md shows, and how to run an `attnx train` line small: shared by
-test_readme_commands.py.
+"""The command lines README.md shows, the outputs it shows, and how to run an `attnx train` line small:
+shared by test_readme_commands.py.
 
 A line is every command of a fenced `bash` block (a `\\` continuation joined, `#` comments dropped) and every
-`$ command` of a `text` block, with the lines printed beneath it as its expected output.
+`$ command` of a `text` block, with the lines printed beneath it as its expected output. A sample output is
+a `text` block with no `$ command` (a command's printed output, generated from a results file by
+benchmarks/publish.py): `sample_outputs` names each by the results block that holds it.
 """
 
 from __future__ import annotations
@@ -64,6 +66,19 @@ def readme_lines(text: str | None = None) -> list[Line]:
             for command, output in re.findall(r"^\$ (.*)\n((?:(?!\$ ).*\n?)*)", body, re.M):
                 lines.append(Line(tuple(shlex.split(command)), output.strip()))
     return list(dict.fromkeys(lines))
+
+
+def sample_outputs(text: str | None = None) -> list[tuple[str | None, str]]:
+    """Each `text` block without a `$ command`: (the `FILE VIEW` of the results block it is in, or None;
+    its text)."""
+    text = README.read_text() if text is None else text
+    found = []
+    for match in re.finditer(r"^```text\n(.*?)^```", text, re.S | re.M):
+        if re.search(r"^\$ ", match[1], re.M):
+            continue
+        marker = re.search(r"<!-- results: (.*?) -->\n$", text[: match.start()])
+        found.append((marker[1] if marker else None, match[1].strip()))
+    return found
 
 
 def train_lines() -> list[Line]:

@@ -16,6 +16,9 @@ How each line is checked (readme_lines.py extracts them; a new line is picked up
   tests/e2e/compare/test_compare.py runs end to end on a tiny suite, and checks every classic arm on every
   conf/suite/*.yaml.
 - `make` lines: `make -n TARGET`, the target exists.
+- Sample outputs (`text` blocks without a `$ command`, generated from a results file: SAMPLES): the command
+  that prints it runs small here, and prints the same table columns, a cell of the same kind (a number or
+  not) in each, as many rows, and the same summary line but for its numbers and folders; not its timings.
 - COMPOSED_ONLY: train lines that could run here but are composed only, with the reason; SKIPPED: lines
   that cannot run here, with the reason (their `attnx train` lines are still composed).
 A README line that none of these takes fails `test_every_readme_line_is_run_or_listed`.
@@ -29,6 +32,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import re
 import subprocess
 import sys
 from collections.abc import Collection, Iterator
@@ -53,6 +57,7 @@ from helpers.readme_lines import (
     overrides,
     pinned,
     readme_lines,
+    sample_outputs,
     shrunk,
     sweeps,
     tiny,
@@ -101,6 +106,8 @@ REPORT_INPUTS = {
     "multirun/b": "attnx train -m task=reverse task.min_len=30 task.max_len=40 attention=fixed_c,additive",
 }
 BENCH_CSV = "outputs/bench/bench.csv"  # made by a tiny `attnx bench` of the mechanisms the sweeps compare
+# each sample output (by its results block) -> the README train line whose sweep `attnx report` prints it
+SAMPLES = {"quickstart.json output": "attnx train -m experiment=quickstart"}  # `make run`
 CHECKED = {("attnx", "train"), ("attnx", "report"), ("attnx", "compare"), ("make",)}
 
 LINES = readme_lines()
@@ -280,3 +287,31 @@ def assert_compare_composes(argv: list[str]) -> None:
 def test_make_line_names_a_target(line: Line) -> None:
     done = subprocess.run(["make", "-n", "-C", str(REPO), *line.words[1:]], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_every_sample_output_is_checked() -> None:
+    assert sample_outputs() and not [key for key, _ in sample_outputs() if key not in SAMPLES]
+
+
+@pytest.mark.parametrize(("key", "sample"), sample_outputs(), ids=lambda v: str(v)[:30])
+def test_sample_output_has_the_shape_the_command_prints(key: str, sample: str, launch: Path) -> None:
+    """A tiny run validates too little to draw every figure: its figures are some of the sample's."""
+    train = next(line for line in TRAIN if str(line) == SAMPLES[key])
+    code, _, _ = run_line(train, launch / "sweep")
+    assert code == 0
+    code, printed, err = attnx("report", str(launch / "sweep"))
+    assert code == 0, err
+    (*table, files), (*shown, shown_files) = shape(printed), shape(sample)
+    assert table == shown, printed
+    assert {f for f in files if not f.endswith(".png")} == {f for f in shown_files if not f.endswith(".png")}
+    assert set(files) <= set(shown_files), printed
+
+
+def shape(output: str) -> tuple[list[str], list[tuple[bool, ...]], str, list[str]]:
+    """An `attnx report` output's table header, whether each row's cells are numbers, and its summary line
+    with numbers as N and the files it wrote by name."""
+    lines = output.strip().splitlines()
+    cells = [[cell.strip() for cell in line.strip(" |").split("|")] for line in lines if line.startswith("|")]
+    numbers = [tuple(bool(re.fullmatch(r"[-+]?[\d,]*\.?\d+", cell)) for cell in row) for row in cells[2:]]
+    outcome, _, written = lines[-1].partition("; wrote ")
+    return cells[0], numbers, re.sub(r"\d+", "N", outcome), sorted(Path(p).name for p in written.split(", "))
