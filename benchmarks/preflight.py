@@ -82,7 +82,7 @@ def main() -> None:
 
     p = common.parser(__doc__.splitlines()[0])
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--before", type=Path, help="another checkout of attnx with its own .venv, timed alternately")
+    p.add_argument("--before", type=Path, help="another attnx checkout (with its .venv), timed alternately")
     p.add_argument("--rounds", type=int, default=3, help="with --before: alternations of the two checkouts")
     args = p.parse_args()
     common.start(args)
