@@ -57,13 +57,24 @@ def current_origin(module: str | None = None) -> str:
 
 
 @functools.cache
+def _entry_points() -> tuple[tuple[str, EntryPoint], ...]:
+    """Every `attnx.plugins` entry point with its distribution's name, one per name (the first on
+    sys.path), found once per process: finding them reads every installed distribution's metadata,
+    milliseconds that each registry lookup would pay again (`get` runs `load_all`). A plugin installed
+    while a process runs is found by the next command, as Python finds a new package."""
+    return tuple(
+        (ep.dist.name if ep.dist is not None else ep.value, ep) for ep in entry_points(group="attnx.plugins")
+    )
+
+
+@functools.cache
 def _entry_point_origins() -> dict[str, str]:
     """The origin `load_all` gives each entry point's module."""
-    return {ep.module: _entry_point_origin(ep) for ep in entry_points(group="attnx.plugins")}
+    return {ep.module: _entry_point_origin(dist, ep) for dist, ep in _entry_points()}
 
 
-def _entry_point_origin(ep: EntryPoint) -> str:
-    return f"dist {ep.dist.name if ep.dist is not None else ep.value} ({ep.value})"
+def _entry_point_origin(dist: str, ep: EntryPoint) -> str:
+    return f"dist {dist} ({ep.value})"
 
 
 @contextlib.contextmanager
@@ -164,14 +175,13 @@ def load_all() -> None:
         _loaded_builtins = True
         for module in BUILTINS:
             importlib.import_module(module)
-    for ep in entry_points(group="attnx.plugins"):  # one distribution per name: the first on sys.path
-        dist = ep.dist.name if ep.dist is not None else ep.value
+    for dist, ep in _entry_points():
         if f"{dist}:{ep.name}" in _loaded_dists:
             continue
         _loaded_dists.add(f"{dist}:{ep.name}")
         what = f"plugin entry point '{ep.name}' ({ep.value}) of {dist}"
         try:
-            with _origin_as(_entry_point_origin(ep)), _importing(what):
+            with _origin_as(_entry_point_origin(dist, ep)), _importing(what):
                 ep.load()
         except Exception as error:
             raise PluginImportError(f"{what} failed to import: {type(error).__name__}: {error}") from error
