@@ -10,13 +10,16 @@ hold fixtures too: plugins here, so that any test can ask for them).
 Markers are registered in pyproject.toml.
 """
 
+import itertools
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
+from _pytest.mark.expression import Expression  # pytest's -m parser (no public name)
 
 # their fixtures, for any test
 pytest_plugins = ["helpers.browser", "helpers.cluster", "helpers.real_data", "helpers.wandb"]
@@ -54,6 +57,29 @@ def _fresh_joblib_workers() -> Iterator[None]:
 
 
 E2E = Path(__file__).resolve().parent / "e2e"
+
+
+def selects_no_e2e(markexpr: str) -> bool:
+    """Whether `-m markexpr` deselects every e2e test whatever other marks it has: false for e2e plus
+    every subset of the other names it mentions ("not e2e and not slow": yes; "not slow", "slurm": no)."""
+    try:
+        expression = Expression.compile(markexpr)
+    except SyntaxError:
+        return False  # pytest reports it
+    others = sorted(set(re.findall(r"[A-Za-z_][\w.]*", markexpr)) - {"and", "or", "not", "e2e"})
+    for n in range(len(others) + 1):
+        for marks in map(set, itertools.combinations(others, n)):
+            if expression.evaluate(lambda name, marks=marks, **_: name == "e2e" or name in marks):
+                return False
+    return True
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """`make test-fast` does not even import tests/e2e/: its modules import Lightning's fit machinery,
+    scipy and every command, seconds of a run that then deselects them all."""
+    if collection_path == E2E and config.option.markexpr and selects_no_e2e(config.option.markexpr):
+        return True
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
