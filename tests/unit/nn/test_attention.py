@@ -46,6 +46,7 @@ def built_in(kind: str, label: str) -> bool:
     return all(registry(k).entry(n).origin == "built-in" for k, n in names)
 
 
+@pytest.mark.slow  # the kit over the whole registry
 def test_check_all_passes_on_builtins() -> None:
     results = {(kind, name): error for kind, name, error in check_all() if built_in(kind, name)}
     assert ("attention", "multi_head score=cosine") in results and ("attention", "none") in results
