@@ -22,6 +22,7 @@ LENGTHS = torch.tensor([5, 3, 1])
 MASK = torch.arange(5) < LENGTHS[:, None]
 
 
+@pytest.mark.slow  # a kit run per pair; each mechanism alone: below, each score alone: test_scores.py
 @pytest.mark.parametrize("score", SCORES)
 @pytest.mark.parametrize("mechanism", ["additive", "dot", "multi_head"])
 def test_every_mechanism_with_every_score_passes_the_kit(mechanism: str, score: str) -> None:
