@@ -56,6 +56,24 @@ def _fresh_joblib_workers() -> Iterator[None]:
         executor.shutdown(wait=True)
 
 
+@pytest.fixture(autouse=True)
+def _inductor_cache_folder() -> Iterator[None]:
+    """A sweep run in this process points Inductor's on-disk cache at the sweep's folder for the rest of
+    the process (attnx.train.compile_cache): every later compile, in this test or in a subprocess it
+    starts, would begin from that empty folder, a minute of C++ each. Each test starts with the folder
+    the session has: Inductor's own (per user, in the temp folder), warm from earlier runs."""
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    yield
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") != before:
+        if before is None:
+            del os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+        inductor = sys.modules.get("torch._inductor.utils")
+        if inductor is not None:  # its memoised folder too
+            inductor.clear_caches()
+
+
 E2E = Path(__file__).resolve().parent / "e2e"
 
 
