@@ -10,13 +10,16 @@ and `wandb.py` hold fixtures too: plugins here, so that any test can ask for the
 Markers are registered in pyproject.toml.
 """
 
+import itertools
 import os
+import re
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import torch
+from _pytest.mark.expression import Expression  # pytest's -m parser (no public name)
 
 # their fixtures, for any test
 pytest_plugins = [
@@ -59,7 +62,48 @@ def _fresh_joblib_workers() -> Iterator[None]:
         executor.shutdown(wait=True)
 
 
+@pytest.fixture(autouse=True)
+def _inductor_cache_folder() -> Iterator[None]:
+    """A sweep run in this process points Inductor's on-disk cache at the sweep's folder for the rest of
+    the process (attnx.train.compile_cache): every later compile, in this test or in a subprocess it
+    starts, would begin from that empty folder, a minute of C++ each. Each test starts with the folder
+    the session has: Inductor's own (per user, in the temp folder), warm from earlier runs."""
+    before = os.environ.get("TORCHINDUCTOR_CACHE_DIR")
+    yield
+    if os.environ.get("TORCHINDUCTOR_CACHE_DIR") != before:
+        if before is None:
+            del os.environ["TORCHINDUCTOR_CACHE_DIR"]
+        else:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = before
+        inductor = sys.modules.get("torch._inductor.utils")
+        if inductor is not None:  # its memoised folder too
+            inductor.clear_caches()
+
+
 E2E = Path(__file__).resolve().parent / "e2e"
+
+
+def selects_no_e2e(markexpr: str) -> bool:
+    """Whether `-m markexpr` deselects every e2e test whatever other marks it has: false for e2e plus
+    every subset of the other names it mentions ("not e2e and not slow": yes; "not slow", "slurm": no)."""
+    try:
+        expression = Expression.compile(markexpr)
+    except SyntaxError:
+        return False  # pytest reports it
+    others = sorted(set(re.findall(r"[A-Za-z_][\w.]*", markexpr)) - {"and", "or", "not", "e2e"})
+    for n in range(len(others) + 1):
+        for marks in map(set, itertools.combinations(others, n)):
+            if expression.evaluate(lambda name, marks=marks, **_: name == "e2e" or name in marks):
+                return False
+    return True
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """`make test-fast` does not even import tests/e2e/: its modules import Lightning's fit machinery,
+    scipy and every command, seconds of a run that then deselects them all."""
+    if collection_path == E2E and config.option.markexpr and selects_no_e2e(config.option.markexpr):
+        return True
+    return None
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

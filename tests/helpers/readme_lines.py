@@ -174,8 +174,8 @@ def pinned(line: Line, cfg: DictConfig) -> list[str]:
 
 def tiny(line: Line, cfg: DictConfig) -> list[str]:
     """Overrides that make the line's run tiny without changing what it compares: the task's sizes, the
-    widths of its sections, MAX_STEPS, no heatmaps, one Optuna trial. Keys the line sets or sweeps (itself
-    or in its experiment) stay its own."""
+    widths of its sections, MAX_STEPS, no heatmaps, one Optuna trial, one joblib worker. Keys the line sets
+    or sweeps (itself or in its experiment) stay its own."""
     mine = {o.split("=", 1)[0].lstrip("+~") for o in [*overrides(line), *sweeps(line, cfg)]}
     chosen = {f"task.{key}": value for key, value in SIZES.items() if key in cfg.task}
     for section in WIDTH_SECTIONS:
@@ -187,6 +187,11 @@ def tiny(line: Line, cfg: DictConfig) -> list[str]:
     tiny = [f"{key}={value}" for key, value in chosen.items() if key not in mine]
     if "optuna" in str(OmegaConf.select(cfg, "hydra.sweeper._target_")):
         tiny.append("hydra.sweeper.n_trials=1")  # a budget, not a choice: the line's 50 trials become 1
+    joblib = "joblib" in str(OmegaConf.select(cfg, "hydra.launcher._target_"))
+    if joblib and "hydra.launcher.n_jobs" not in mine:
+        # one worker process, not one per core: the suite's two pytest workers have the cores, and each
+        # joblib worker pays attnx's and Lightning's imports before its first job
+        tiny.append("hydra.launcher.n_jobs=1")
     return tiny
 
 

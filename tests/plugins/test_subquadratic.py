@@ -399,6 +399,7 @@ def test_pass_the_conformance_kit(name: str, score: str | None) -> None:
     assert "causality" in ran and "cached_decoding" in ran and "padding" in ran
 
 
+@pytest.mark.slow  # `attnx plugins check` in a subprocess: the kit over the whole registry
 def test_listed_with_their_origin_and_checked_by_attnx_plugins() -> None:
     # the check in a process of its own: this one's registry may hold what other tests registered
     env = {**os.environ, "ATTNX_PLUGIN_PATH": ""}

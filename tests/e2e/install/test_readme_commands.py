@@ -10,7 +10,8 @@ How each line is checked (readme_lines.py extracts them; a new line is picked up
   runs through its own sweeper and launcher, cut to at most MAX_SWEEP jobs (readme_lines.shrunk).
 - `$ attnx ...` lines of text blocks (bad input): run as the real CLI in a fresh interpreter; they exit 2
   and print the line the README shows.
-- `attnx report` lines: run for real on tiny sweeps of the README's own train lines (REPORT_INPUTS).
+- `attnx report` lines: run for real on tiny sweeps of the README's own train lines (REPORT_INPUTS), made
+  once per session: a train line run at the same size for its own test is the same sweep (SmallRuns).
 - `attnx compare` lines: composed only, by compare's own checks before it trains (the suite, the
   protocol, the candidate and the baseline on every task); a compare is dozens of runs, which
   tests/e2e/compare/test_compare.py runs end to end on a tiny suite, and checks every classic arm on every
@@ -182,23 +183,45 @@ def test_train_line_composes(line: Line, launch: Path) -> None:
         job_config([*pinned(line, cfg), *job])  # a ConfigError names the override
 
 
-def run_line(line: Line, out: Path, keep: Collection[str] = ()) -> tuple[int, list[dict], int]:
-    """Run the line small into `out`: (its exit code, every results.json record, how many runs it makes).
-    A sweep runs as one sweep of at most MAX_SWEEP jobs (readme_lines.shrunk), on the tiny overrides
-    every one of its jobs takes."""
+class SmallRuns:
+    """Each README train line run small once per session (per xdist worker): the sweeps the report lines
+    read are train lines that test_train_line_runs_shorter_than_one_epoch runs too, mostly at the same
+    size, so each is trained once."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.made: dict[tuple[str, ...], tuple[int, Path]] = {}  # arguments -> exit code, folder
+
+    def __call__(self, line: Line, keep: Collection[str] = ()) -> tuple[int, list[dict], int, Path]:
+        """Run the line small (`small`), or find it run: (its exit code, every results.json record, how
+        many runs it makes, its folder)."""
+        argv, where, expected = small(line, keep)
+        if argv not in self.made:
+            out = self.root / str(len(self.made))
+            self.made[argv] = attnx(*argv, f"{where}={out}")[0], out
+        code, out = self.made[argv]
+        return code, records(out), expected, out
+
+
+@pytest.fixture(scope="session")
+def small_runs(tmp_path_factory: pytest.TempPathFactory, data: Path) -> SmallRuns:
+    return SmallRuns(tmp_path_factory.mktemp("readme_runs"))
+
+
+def small(line: Line, keep: Collection[str] = ()) -> tuple[tuple[str, ...], str, int]:
+    """How to run the line small: (its arguments, the key of the folder it writes, how many runs it
+    makes). A sweep runs as one sweep of at most MAX_SWEEP jobs (readme_lines.shrunk), on the tiny
+    overrides every one of its jobs takes."""
     cfg = first_job(line)
     if not multirun(line, cfg):
-        code = attnx("train", *overrides(line), *tiny(line, cfg), f"hydra.run.dir={out}")[0]
-        return code, records(out), 1
+        return ("train", *overrides(line), *tiny(line, cfg)), "hydra.run.dir", 1
     if "n_trials" in " ".join(tiny(line, cfg)):  # Optuna: its trials are the sweep
-        code = attnx("train", *flags(line), *overrides(line), *tiny(line, cfg), f"hydra.sweep.dir={out}")[0]
-        return code, records(out), 1
+        return ("train", *flags(line), *overrides(line), *tiny(line, cfg)), "hydra.sweep.dir", 1
     sweep = shrunk(line, cfg, keep)
     smalls = [tiny(line, job_config([*pinned(line, cfg), *job])) for job in jobs(sweep)]
     common = [o for o in smalls[0] if all(o in small for small in smalls)]
     swept = [f"{key}={','.join(values)}" for key, values in sweep.items()]
-    code = attnx("train", *flags(line), *pinned(line, cfg), *swept, *common, f"hydra.sweep.dir={out}")[0]
-    return code, records(out), len(smalls)
+    return ("train", *flags(line), *pinned(line, cfg), *swept, *common), "hydra.sweep.dir", len(smalls)
 
 
 def records(out: Path) -> list[dict]:
@@ -211,10 +234,10 @@ def needs_vader(line: Line) -> bool:
 
 
 @pytest.mark.parametrize("line", [line for line in RUN if not set(flags(line)) - {"-m"}], ids=str)
-def test_train_line_runs_shorter_than_one_epoch(line: Line, launch: Path, data: Path) -> None:
+def test_train_line_runs_shorter_than_one_epoch(line: Line, launch: Path, small_runs: SmallRuns) -> None:
     if needs_vader(line):
         vader_or_skip()
-    code, records, expected = run_line(line, launch.parent / "runs")
+    code, records, expected, _ = small_runs(line)
     assert code == 0 and len(records) == expected, [r.get("error") for r in records]
     for record in records:
         assert record["status"] == "completed", record.get("error")
@@ -242,7 +265,7 @@ def test_shown_error_is_what_the_command_prints(line: Line, launch: Path) -> Non
 
 
 @pytest.mark.parametrize("line", by(("attnx", "report")), ids=str)
-def test_report_line_runs_on_tiny_sweeps(line: Line, launch: Path) -> None:
+def test_report_line_runs_on_tiny_sweeps(line: Line, launch: Path, small_runs: SmallRuns) -> None:
     """Each sweep the line reads is its README train line run small, two values of each key the report
     plots or selects by; its bench CSV a tiny `attnx bench` of the mechanisms those sweeps compare."""
     argv = list(line.words[1:])
@@ -250,9 +273,8 @@ def test_report_line_runs_on_tiny_sweeps(line: Line, launch: Path) -> None:
     read = {key for flag, keys in pairs if flag in ("--x", "--panel", "--select") for key in keys.split(",")}
     for i, word in enumerate(argv):
         if word in REPORT_INPUTS:
-            made = launch.parent / "sweeps" / str(i)
             train = next(t for t in TRAIN if str(t) == REPORT_INPUTS[word])
-            code, records, _ = run_line(train, made, keep=varying(train, first_job(train), read))
+            code, records, _, made = small_runs(train, keep=varying(train, first_job(train), read))
             assert code == 0 and records
             argv[i] = str(made)
         elif word == BENCH_CSV:
@@ -294,12 +316,14 @@ def test_every_sample_output_is_checked() -> None:
 
 
 @pytest.mark.parametrize(("key", "sample"), sample_outputs(), ids=lambda v: str(v)[:30])
-def test_sample_output_has_the_shape_the_command_prints(key: str, sample: str, launch: Path) -> None:
+def test_sample_output_has_the_shape_the_command_prints(
+    key: str, sample: str, launch: Path, small_runs: SmallRuns
+) -> None:
     """A tiny run validates too little to draw every figure: its figures are some of the sample's."""
     train = next(line for line in TRAIN if str(line) == SAMPLES[key])
-    code, _, _ = run_line(train, launch / "sweep")
+    code, _, _, made = small_runs(train)
     assert code == 0
-    code, printed, err = attnx("report", str(launch / "sweep"))
+    code, printed, err = attnx("report", str(made))
     assert code == 0, err
     (*table, files), (*shown, shown_files) = shape(printed), shape(sample)
     assert table == shown, printed

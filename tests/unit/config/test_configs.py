@@ -20,6 +20,7 @@ def _compose(*overrides: str):
         return compose(config_name="train", overrides=list(overrides), return_hydra_config=True)
 
 
+@pytest.mark.slow  # every registered name composed: hundreds of compositions
 @pytest.mark.parametrize("kind", registry.KINDS)
 def test_every_registered_name_composes_with_its_signature_fields(kind: str) -> None:
     for name in registry.available(kind):
@@ -35,6 +36,7 @@ def test_mechanism_default_score_is_left_to_the_mechanism() -> None:
     assert _compose("score=general").score.name == "general"
 
 
+@pytest.mark.slow  # every job of every shipped experiment composed
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_experiment_composes_with_every_swept_value(name: str) -> None:
     cfg = _compose(f"experiment={name}")

@@ -90,6 +90,7 @@ def test_sentiment_movies_checkpoints_by_validation_accuracy() -> None:
     assert (checkpoint.monitor, checkpoint.mode) == ("val/acc", "max")  # ClassifierModule logs val/acc
 
 
+@pytest.mark.slow  # every registered task composed
 def test_tasks_without_a_file_are_unaffected() -> None:
     registry.load_all()
     plain = [t for t in registry.available("task") if t not in SHIPPED]

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
 
 from attnx.tasks.mqar import MQARTask
 from attnx.vocab import PAD, SPECIALS
-
-from helpers.tiny import NO_HEATMAPS, train
 
 FIRST = len(SPECIALS)  # token t has id FIRST + t
 
@@ -57,25 +53,3 @@ def test_alpha_sets_how_far_queries_sit_from_the_pairs() -> None:
 
     assert near(0.01) > 0.5  # Zoology's power law: mostly short distances, some long
     assert near(1.0) == pytest.approx(0.25, abs=0.05)  # α = 1: uniform gaps
-
-
-@pytest.mark.parametrize(
-    ("overrides", "expected"),
-    [
-        (["task.num_kv_pairs=20"], "task.num_kv_pairs=20 is invalid: must be <= seq_len / 4 = 16"),
-        (["task.vocab_size=8", "task.num_kv_pairs=4"], "must be <= vocab_size / 2 - 1 = 3"),
-        (["task.test_seq_len=32", "task.test_num_kv_pairs=9"], "task.test_num_kv_pairs=9 is invalid"),
-        (["attention=none"], "attention=none: NoAttention cannot be a causal self-attention layer"),
-        (["lm.positions=rotary"], "positions must be one of sinusoidal, learned, none"),
-        (["lm.num_layers=0"], "lm.num_layers=0: must be a positive integer"),
-        (["lm.ff_dim=-1"], "lm.ff_dim=-1: must be a non-negative integer"),
-        (["lm.ff=relu"], "ff must be one of gelu, swiglu; got ff='relu'"),
-        (["lm.conv=-1"], "conv must be 0 (none) or a kernel size >= 1; got conv=-1"),
-    ],
-)
-def test_bad_lm_configs_fail_before_training_in_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture, overrides: list[str], expected: str
-) -> None:
-    assert train(tmp_path, "task=mqar", *overrides, *NO_HEATMAPS) == 2
-    err = capsys.readouterr().err.strip()
-    assert len(err.splitlines()) == 1 and expected in err, err

@@ -244,6 +244,7 @@ def test_build_model_errors(kwargs, message) -> None:
         build_model(**args)
 
 
+@pytest.mark.slow
 def test_additive_seq2seq_learns_to_copy() -> None:
     torch.manual_seed(0)
     src = torch.tensor([[4, 5, 6, 7, 8], [9, 10, 11, 4, 5], [6, 6, 9, 9, 10], [11, 8, 5, 7, 4]])

@@ -93,6 +93,7 @@ def one_step(model: torch.nn.Module) -> torch.Tensor:
     return loss
 
 
+@pytest.mark.slow  # every site x mechanism x score: a composition each
 @pytest.mark.parametrize(("site", "mechanism", "score"), combinations())
 def test_every_site_hosts_every_mechanism_it_can(site: str, mechanism: str, score: str | None) -> None:
     cfg = compose_site(site, mechanism, score)

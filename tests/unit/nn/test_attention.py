@@ -17,6 +17,7 @@ LENGTHS = torch.tensor([5, 3, 1])
 MASK = torch.arange(5) < LENGTHS[:, None]
 
 
+@pytest.mark.slow  # a kit run per pair; each mechanism alone: below, each score alone: test_scores.py
 @pytest.mark.parametrize("score", SCORES)
 @pytest.mark.parametrize("mechanism", ["additive", "dot", "multi_head"])
 def test_every_mechanism_with_every_score_passes_the_kit(mechanism: str, score: str) -> None:
@@ -41,6 +42,7 @@ def built_in(kind: str, label: str) -> bool:
     return all(registry(k).entry(n).origin == "built-in" for k, n in names)
 
 
+@pytest.mark.slow  # the kit over the whole registry
 def test_check_all_passes_on_builtins() -> None:
     results = {(kind, name): error for kind, name, error in check_all() if built_in(kind, name)}
     assert ("attention", "multi_head score=cosine") in results and ("attention", "none") in results

@@ -44,6 +44,7 @@ def test_second_build_comes_from_the_tensor_cache(data_dir: Path) -> None:
     assert make("dates", seed=8).cache_path() != path
 
 
+@pytest.mark.slow  # CMUdict's 120,000 words, twice
 def test_g2p_splits_by_word_and_accepts_every_pronunciation() -> None:
     task = make("g2p")
     words = {split: {"".join(w) for w in texts(task, split)} for split in SPLITS}

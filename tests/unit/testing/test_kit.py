@@ -444,6 +444,7 @@ def test_wrong_context_shape_and_construction_errors() -> None:
         check_attention(Broken, score=refuses)
 
 
+@pytest.mark.slow  # the kit over the whole registry
 def test_check_all_pairs_position_scores_with_mechanisms_that_take_positions(
     isolated_registries: None,
 ) -> None:

@@ -41,6 +41,7 @@ def test_a_mechanism_that_cannot_be_traced_passes_and_is_told_why() -> None:
     assert note.startswith("runs eager under compile: sharpen at test_kit_compiled.py:") and "\n" not in note
 
 
+@pytest.mark.slow  # Dynamo traces every registered mechanism with every score
 def test_the_builtin_mechanisms_an_rnn_decoder_hosts_compile() -> None:
     notes = compile_notes()
     for label in (
