@@ -18,6 +18,7 @@ from attnx.nn.scores import Score, ScoreFactory, build_score
 from attnx.registry import registry
 
 PLACEMENTS = ("none", "fixed_c", "before", "after")  # see Attention
+QUERY_FREE = ("none", "fixed_c")  # the placements whose context is the same for every query
 CAPABILITIES = (
     "self_attention",
     "cross_attention",
@@ -40,6 +41,13 @@ class Mechanism:
 
     def __call__(self, query_dim: int, key_dim: int, value_dim: int) -> Attention:
         return self.cls(query_dim, key_dim, value_dim, self.score, **self.hyperparams)
+
+
+def hosts_attention(cls: type[Attention]) -> bool:
+    """Whether a mechanism attends: its context depends on the query, as its `placement` declares (not
+    `none`, Sutskever's mean of the values, nor `fixed_c`, Cho's one code for every step). What
+    `attnx compare`'s discrimination rule counts as an attention arm."""
+    return cls.placement not in QUERY_FREE
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

@@ -1,5 +1,5 @@
-"""compare's protocol keys: MAD's lr x weight-decay grid (its jobs, its checks, its scores: best over the
-grid, a capability the mean over its settings), arms at another attention site, and matching generalised
+"""compare's protocol keys: MAD's lr x weight-decay grid (its jobs, its checks, its scores: the point chosen
+on validation, or MAD's best test over the grid, a capability the mean over its settings), arms at another attention site, and matching generalised
 to a measure (parameters or decoding state)."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnx.compare.checks import _check_protocol, _check_suite_tasks, check_alone
 from attnx.compare.matching import Matched, match_widths, state_of
 from attnx.compare.plan import WEIGHT_DECAY, Arm, final_jobs
-from attnx.compare.scores import best_over_grid, capabilities, capability_scores
+from attnx.compare.scores import capabilities, capability_scores, over_grid
 from attnx.config.compose import ConfigError
 
 PROTOCOL = {
@@ -24,7 +24,7 @@ PROTOCOL = {
     "param_tolerance": 0.1,
     "match_state": False,
     "state_tolerance": 0.1,
-    "grid": {"enabled": True, "lr": [0.0001, 0.001], "weight_decay": [0.0, 0.1]},
+    "grid": {"enabled": True, "lr": [0.0001, 0.001], "weight_decay": [0.0, 0.1], "select": "validation"},
 }
 
 
@@ -65,6 +65,7 @@ def test_every_run_trains_at_each_grid_point_and_only_the_first_draws_maps() -> 
             "protocol.grid.weight_decay=[-0.1]: -0.1 is out of range (each must be >= 0)",
         ),
         ({"grid.weight_decay": [0.1, 0.1]}, "protocol.grid.weight_decay=[0.1, 0.1]: 0.1 is repeated"),
+        ({"grid.select": "best"}, "protocol.grid.select=best: must be one of validation, test"),
         ({"state_tolerance": -0.5}, "protocol.state_tolerance=-0.5: must be >= 0"),
         (
             {"lr_search": True},
@@ -93,10 +94,25 @@ def test_an_arm_at_the_encoder_site_fills_the_encoder_slot() -> None:
     )
 
 
-def run(task: str, mechanism: str, seed: int, score: float | None, lr: float = 0.001) -> dict[str, Any]:
+def run(
+    task: str, mechanism: str, seed: int, score: float | None, lr: float = 0.001, val: float | None = None
+) -> dict[str, Any]:
+    """A labelled run whose validation twin is `val` (its test `score` unless told)."""
     labels = {"task": task, "mechanism": mechanism, "seed": seed, "optim.lr": lr, WEIGHT_DECAY: 0.0}
-    metrics = {} if score is None else {"test/metric": score}
+    metrics = {} if score is None else {"test/metric": score, "val/metric": score if val is None else val}
     return {"status": "completed" if score is not None else "failed", "labels": labels, "metrics": metrics}
+
+
+def test_each_run_is_read_at_the_point_validation_chose_and_mad_s_rule_only_when_asked() -> None:
+    runs = [
+        run("recall", "dot", 0, 0.9, lr=0.0001, val=0.5),  # the best test, chosen by no validation
+        run("recall", "dot", 0, 0.6, lr=0.001, val=0.7),  # the best validation: its test is what counts
+        run("recall", "dot", 1, 0.4, lr=0.0001, val=0.7),
+        run("recall", "dot", 1, 0.8, lr=0.001, val=0.7),  # a tie on validation: the first point wins
+    ]
+    chosen = over_grid(runs, "validation")
+    assert [r["metrics"]["test/metric"] for r in chosen] == [0.6, 0.4]
+    assert [r["metrics"]["test/metric"] for r in over_grid(runs, "test")] == [0.9, 0.8]  # optimistic
 
 
 def test_a_run_scores_its_best_over_the_grid_and_a_capability_the_mean_of_its_settings() -> None:
@@ -110,7 +126,7 @@ def test_a_run_scores_its_best_over_the_grid_and_a_capability_the_mean_of_its_se
         run("recall_short", "none", 0, 0.9),  # none cannot run recall_long: no capability score
         run("copy", "dot", 0, 0.5),
     ]
-    best = best_over_grid(runs, "test/metric")
+    best = over_grid(runs, "validation")
     assert len(best) == 6 and runs[1] in best and runs[0] not in best
     tasks = OmegaConf.create(
         {
@@ -178,6 +194,7 @@ def test_a_bad_suite_task_key_is_one_line_naming_the_task_and_key(
         ("protocol.lr_grid=[0.1]", "protocol.lr_search=true"),
         ("protocol.grid.lr=[0.1]", "protocol.grid.enabled=true"),
         ("protocol.grid.weight_decay=[0.0]", "protocol.grid.enabled=true"),
+        ("protocol.grid.select=test", "protocol.grid.enabled=true"),
         ("protocol.param_tolerance=0.2", "protocol.match_params=true"),
         ("protocol.state_tolerance=0.2", "protocol.match_state=true"),
     ],
