@@ -4,7 +4,7 @@ mechanisms, on a suite of tasks, over seeds, in one command.
 1. The suite (`suite=quick`, conf/suite/) names tasks, each with its `attnx train` overrides. Every
    mechanism of `mechanisms` and the candidate (a score runs inside `score_host`) is an **arm**; an arm
    a task cannot host (`none` as an lm's causal self-attention) is left out with the reason.
-2. Fair by construction: every arm of a task trains with the same seeds (`seeds=8`: 0..7, or a list),
+2. Fair by construction: every arm of a task trains with the same seeds (`seeds=10`: 0..9, or a list),
    hence the same data order, and `paired_embeddings=true`, hence the same initial embeddings where
    the shapes agree. Every run records whether it converged on the validation twin of its task's
    metric (`convergence.metric`, against the task's `ceiling`): a difference with a side still

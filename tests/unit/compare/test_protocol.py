@@ -1,21 +1,25 @@
-"""compare's protocol keys: MAD's lr x weight-decay grid (its jobs, its checks, its scores: the point chosen
-on validation, or MAD's best test over the grid, a capability the mean over its settings), arms at another attention site, and matching generalised
-to a measure (parameters or decoding state)."""
+"""compare's protocol keys: MAD's lr x weight-decay grid (its jobs, its checks, its scores: the point
+chosen on validation, or MAD's best test over the grid, a capability the mean over its settings), arms at
+another attention site, matching generalised to a measure (parameters or decoding state), and a suite
+metric's direction and ceiling read from its declaration."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from attnx.compare.checks import _check_protocol, _check_suite_tasks, check_alone
+from attnx.compare.checks import _check_protocol, _check_suite_tasks, _check_task, check_alone
 from attnx.compare.matching import Matched, match_widths, state_of
 from attnx.compare.plan import WEIGHT_DECAY, Arm, final_jobs
 from attnx.compare.scores import capabilities, capability_scores, over_grid
-from attnx.config.compose import ConfigError
+from attnx.config.compose import CONF_DIR, ConfigError
+from attnx.config.validation import check_convergence, check_monitors
+from attnx.registry import Metric
 
 PROTOCOL = {
     "lr_search": False,
@@ -216,3 +220,56 @@ def test_score_host_acts_only_for_a_candidate_score_alone() -> None:
     for candidate in (["attention=local_window"], ["attention=dot", "score=cosine"]):
         with pytest.raises(ConfigError, match="score_host is the mechanism a candidate score runs in"):
             check_alone(cfg, ["score_host=additive"], candidate)
+
+
+class Resolved:
+    """What `_check_task` reads of a resolved run: its task, readers, metrics and their declarations."""
+
+    readers = ()
+    model_type = SimpleNamespace(decodes=False)
+
+    def __init__(self, **metrics: Metric) -> None:
+        self.metrics = metrics
+
+    def __getitem__(self, key: str) -> Any:
+        return {"name": "bleu_task"}
+
+    def logged(self, stage: str) -> list[str]:
+        return sorted(self.metrics)
+
+
+@pytest.mark.parametrize(
+    ("declared", "ceiling", "message"),
+    [
+        (Metric("score", higher_is_better=False), None, "metric test/score: a suite's metric must rise"),
+        (Metric("score"), None, "no ceiling; metric test/score declares none: set ceiling:"),
+        (Metric("score"), 40.0, None),  # the suite's own ceiling is enough
+        (Metric("score", ceiling=1.0), None, None),
+    ],
+)
+def test_a_suite_metric_s_direction_and_ceiling_come_from_its_declaration(
+    declared: Metric, ceiling: float | None, message: str | None
+) -> None:
+    spec = OmegaConf.create({"metric": "test/score", "ceiling": ceiling, "width": "???"})
+    if message is None:
+        assert _check_task(spec, [Resolved(**{"test/score": declared})], False) is False
+        return
+    with pytest.raises(ConfigError, match="^" + re.escape(message)):
+        _check_task(spec, [Resolved(**{"test/score": declared})], False)
+
+
+def test_every_choice_inside_a_run_is_made_on_validation() -> None:
+    """The best checkpoint (what test evaluates), `stop_at`'s early stop and the convergence stop monitor a
+    metric validation logs: a test metric there is refused before anything trains, so no run of a compare
+    chooses on test (the learning-rate search runs with test=false; the grid: `over_grid`)."""
+    share = Metric("acc", ceiling=1.0, proportion=True)
+    metrics = {"val/acc": share, "test/acc": share}
+    for callback in ("model_checkpoint", "stop_at"):
+        cfg = OmegaConf.create({"callbacks": {callback: {"monitor": "test/acc"}}})
+        with pytest.raises(ConfigError, match=f"callbacks.{callback}.monitor=test/acc: task t logs no such"):
+            check_monitors(cfg, metrics, "t")
+    kind = SimpleNamespace(headline="acc")
+    with pytest.raises(ConfigError, match="convergence.metric=test/acc: task t logs no such metric"):
+        check_convergence({"metric": "test/acc", "ceiling": None, "tolerance": 0.005}, metrics, kind, "t")
+    default = OmegaConf.load(Path(CONF_DIR) / "callbacks" / "default.yaml")
+    assert default.model_checkpoint.monitor == "val/loss"  # test evaluates the best checkpoint on validation
