@@ -1,12 +1,12 @@
 """Benchmark 11: the wall time of `attnx compare` on the quick suite, and of launching it again.
 
-One child process runs the whole study (`attnx compare attention=CANDIDATE suite=quick out=<fresh
-folder>`: every run through joblib, `attnx bench`, the report), timed as a whole; the same command is
-then launched again, which must train nothing. Printed: both wall times, the child's CPU seconds, the
-runs and how long they trained, the report's convergence and discrimination sections and its paired
-differences against each task's baseline, and each task's calibration: the mean validation curve of the
-baseline arm and of the task's best arm at the suite's budget. The goal is the issue's: the quick suite
-in at most 15 minutes on 2 cores.
+One child process runs the whole study (`attnx compare attention=CANDIDATE suite=quick out=<fresh folder>`:
+every run through joblib, `attnx bench`, the report), timed as a whole; the same command is then launched
+again, which must train nothing. Printed: both wall times, the child's CPU seconds, the runs and how long they
+trained, the report's convergence and discrimination sections and its paired verdicts (the candidate's family,
+then the classic arms' context), and each task's calibration: the mean validation curve of the baseline arm
+and of the task's best arm at the suite's budget. The goal is the issue's: the quick suite in at most 15
+minutes on 2 cores.
 
     python benchmarks/compare_quick.py [--candidate local_window] [--keep DIR]
 """
@@ -43,7 +43,8 @@ def section(markdown: str, title: str) -> str:
 
 
 def paired_rows(markdown: str) -> str:
-    """The report's paired differences against each task's baseline (Statistics), one line each."""
+    """The report's paired verdicts (Statistics: every pair of each task, the candidate's first), one line
+    each."""
     table = section(markdown, "Statistics")
     rows = [" ".join(line.split()) for line in table.splitlines() if line.startswith("| task=")]
     return "\n".join(rows)
@@ -107,6 +108,7 @@ def main() -> int:
     print(f"| exit codes | {code}, {code_again} |")
     print(f"\nreport: {folder / 'report.html'}")
     report = (folder / "report.md").read_text()
+    print(report.split("## Ranking")[0].split("**Verdicts**")[-1].strip())  # the family, alpha, the floor
     for title in ("Convergence", "Discrimination"):
         print(section(report, title))
     # each run's convergence was judged on the val/ twin of its task's suite metric
