@@ -14,7 +14,7 @@ from attnx.report.significance import Cells, cells
 from attnx.report.verdicts import Procedure, Verdicts, decide
 
 
-@dataclass(eq=False)
+@dataclass
 class Study:
     """What a report is made of: the runs, their rows, and what the statistics compare."""
 

@@ -34,6 +34,7 @@ Within a cell (one task setting: `attnx.report.significance.cells`), two values 
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -135,13 +136,15 @@ class Verdicts:
     procedure: Procedure
 
     def of(self, cell: tuple[Any, ...], a: Any, b: Any) -> Verdict:
-        """a against b in `cell`."""
-        for v in self.pairs:
-            if v.cell == cell and (v.a, v.b) == (a, b):
-                return v
-            if v.cell == cell and (v.b, v.a) == (a, b):
-                return v.flipped()
-        raise KeyError((cell, a, b))
+        """a against b in `cell`; KeyError for a pair the cell does not have."""
+        found = self._index.get((_key(cell), sort_key(a), sort_key(b)))
+        if found is not None:
+            return found
+        return self._index[(_key(cell), sort_key(b), sort_key(a))].flipped()
+
+    @functools.cached_property
+    def _index(self) -> dict[tuple[Any, ...], Verdict]:
+        return {(_key(v.cell), sort_key(v.a), sort_key(v.b)): v for v in self.pairs}
 
     def tally(self, value: Any) -> Counter[str]:
         """How `value` fared against every other value over the cells: W, T, L, NC, U counts."""
@@ -220,6 +223,11 @@ def _oriented(x: Any, y: Any, centre: Any, centre_first: bool) -> tuple[Any, Any
     if centre == y:
         return (y, x) if centre_first else (x, y)
     return x, y
+
+
+def _key(cell: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A cell's values made hashable (a list among them, say)."""
+    return tuple(map(sort_key, cell))
 
 
 def _settled(*rows: Row) -> bool:
