@@ -115,6 +115,9 @@ def test_the_family_is_the_baseline_s_comparisons_and_holm_runs_within_each_cell
         0.11
     )  # seen from the other side
     assert verdicts.tally("dot")["U"] == 3
+    # Holm over every cell at once (`--family all`, a compare's `family=suite`): task b's comparison joins a's
+    suite = decide(grouped, "test/acc", True, Procedure(span="all"), focus, reference=focus)
+    assert suite.of(("b",), "dot", "additive").m == 3 and suite.of(("a",), "dot", "none").m == 1
     ranked = ranks(grouped, "test/acc", higher=True)
     assert ranked["dot"] == {("a",): 3.0, ("b",): 1.0} and ranked["none"] == {("a",): 1.0}
     assert ranks(grouped, "test/acc", higher=False)["dot"] == {("a",): 1.0, ("b",): 2.0}
