@@ -16,6 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnx import registry
 from attnx.cli import Needs, unmet
 from attnx.compare.plan import WEIGHT_DECAY, Arm
+from attnx.compare.scores import SELECTIONS
 from attnx.config.compose import (
     ConfigError,
     check_choice,
@@ -26,8 +27,6 @@ from attnx.config.compose import (
     group_options,
 )
 from attnx.config.resolved import ResolvedRun
-from attnx.report.runs import lower_is_better
-from attnx.track.convergence import natural_ceiling
 
 
 class Given(NamedTuple):
@@ -52,6 +51,12 @@ NEEDS = (
     ),
     Needs("protocol.grid.lr", GRID, "protocol.grid.enabled=true", _protocol("grid.enabled")),
     Needs("protocol.grid.weight_decay", GRID, "protocol.grid.enabled=true", _protocol("grid.enabled")),
+    Needs(
+        "protocol.grid.select",
+        "chooses the grid point each run is read at",
+        "protocol.grid.enabled=true",
+        _protocol("grid.enabled"),
+    ),
     Needs(
         "protocol.param_tolerance",
         "bounds protocol.match_params",
@@ -117,10 +122,12 @@ def check_keys(cfg: DictConfig) -> None:
     if cfg.out is not None:
         _check_folder(Path(cfg.out))
     _check_discrimination(cfg.discrimination)
+    _check_verdicts(cfg)
     _check_suite_tasks(cfg)
 
 
-MAX_SEEDS = 64  # a count beyond this is a typo, not a plan: the exact test needs 8 for p < 0.01
+MAX_SEEDS = 64  # a count beyond this is a typo, not a plan: 10 give the candidate's 5 comparisons p < 0.01
+FAMILIES = {"task": "cell", "suite": "all"}  # `family` -> where Holm's family ends (attnx.report.verdicts)
 SEED_LIMIT = 2**32  # numpy's and Lightning's seeds are unsigned 32-bit integers
 
 
@@ -153,6 +160,14 @@ def _check_discrimination(rule: DictConfig) -> None:
         raise ConfigError(f"discrimination.ceiling_fraction={rule.ceiling_fraction}: must be in (0, 1]")
     if not 0 <= rule.spread <= 1:
         raise ConfigError(f"discrimination.spread={rule.spread}: must be in [0, 1]")
+
+
+def _check_verdicts(cfg: DictConfig) -> None:
+    """0 < alpha < 1, and `family` one of FAMILIES."""
+    if not 0 < cfg.alpha < 1:  # `not`: nan too
+        raise ConfigError(f"alpha={cfg.alpha}: must be in (0, 1), e.g. alpha=0.05")
+    if cfg.family not in FAMILIES:
+        raise ConfigError(f"family={cfg.family}: must be one of {', '.join(FAMILIES)}")
 
 
 def _once(key: str, given: list[Any], names: list[Any]) -> None:
@@ -198,6 +213,8 @@ def _check_grid(grid: DictConfig) -> None:
         if wrong is not None:
             raise ConfigError(f"protocol.grid.{key}={values}: {wrong} is out of range (each must be {limit})")
         _once(f"protocol.grid.{key}", values, values)
+    if grid.select not in SELECTIONS:
+        raise ConfigError(f"protocol.grid.select={grid.select}: must be one of {', '.join(SELECTIONS)}")
 
 
 def _check_folder(out: Path) -> None:
@@ -208,8 +225,8 @@ def _check_folder(out: Path) -> None:
 
 
 def _check_suite_tasks(cfg: DictConfig) -> None:
-    """Each suite task has its overrides and a metric that rises as models improve; under
-    `protocol.match_params` its width keys too."""
+    """Each suite task has its overrides and a metric; under `protocol.match_params` its width keys too.
+    (That the metric rises and has a ceiling is its declaration's to say: `_check_task`.)"""
     if not cfg.tasks:
         raise ConfigError("the suite names no tasks")
     for name, spec in cfg.tasks.items():
@@ -217,11 +234,6 @@ def _check_suite_tasks(cfg: DictConfig) -> None:
         for key in needed:
             if OmegaConf.is_missing(spec, key) or not spec[key]:
                 raise ConfigError(f"suite task {name}: no {key}; {_TASK_KEYS[key]}")
-        if lower_is_better(spec.metric):
-            raise ConfigError(
-                f"suite task {name}: metric {spec.metric}: a suite's metric must rise as models improve "
-                "(accuracy, exact match)"
-            )
         if spec.site is not None and spec.site not in SITES:
             raise ConfigError(
                 f"suite task {name}: site={spec.site}: must be null or one of {', '.join(SITES)}"
@@ -233,11 +245,6 @@ def _check_suite_tasks(cfg: DictConfig) -> None:
                 f"suite task {name}: baseline={spec.baseline} is not one of mechanisms={list(cfg.mechanisms)}"
             )
         ceiling = spec.get("ceiling")
-        if ceiling is None and natural_ceiling(spec.metric) is None:
-            raise ConfigError(
-                f"suite task {name}: no ceiling; metric {spec.metric} has no natural ceiling: set ceiling: "
-                "(its best attainable value, which the discrimination rule measures against)"
-            )
         if ceiling is not None and not ceiling > 0:
             raise ConfigError(f"suite task {name}: ceiling={ceiling}: must be > 0")
 
@@ -328,8 +335,9 @@ def check_arms(
 def _check_task(spec: DictConfig, resolved: Sequence[ResolvedRun], match_state: bool) -> bool:
     """The task's lengths against every hosted arm's model (its declared shape, or its data built here,
     once, when some arm's model limits what it reads), its metric against what its runs log (declared:
-    nothing is built for it), its width keys against its config (under `match_state`, an lm task must have
-    them). Whether its model decodes (an lm's)."""
+    nothing is built for it) and against its declaration (it rises; it has a ceiling, unless the task
+    sets one), its width keys against its config (under `match_state`, an lm task must have them).
+    Whether its model decodes (an lm's)."""
     from attnx.tasks.shape import check_fit
 
     first = resolved[0]
@@ -341,6 +349,17 @@ def _check_task(spec: DictConfig, resolved: Sequence[ResolvedRun], match_state: 
     tested = first.logged("test")
     if spec.metric not in tested:
         raise ConfigError(f"metric {spec.metric}: its runs never log it; they log {', '.join(tested)}")
+    declared = first.metrics[spec.metric]
+    if not declared.higher_is_better:
+        raise ConfigError(
+            f"metric {spec.metric}: a suite's metric must rise as models improve (accuracy, exact match); "
+            "it is declared lower-is-better"
+        )
+    if spec.get("ceiling") is None and declared.ceiling is None:
+        raise ConfigError(
+            f"no ceiling; metric {spec.metric} declares none: set ceiling: (its best attainable value, "
+            "which the discrimination rule measures against)"
+        )
     decodes = first.model_type.decodes
     if match_state and decodes and (OmegaConf.is_missing(spec, "width") or not spec.width):
         raise ConfigError(f"no width; {_TASK_KEYS['width']}")

@@ -4,14 +4,16 @@ mechanisms, on a suite of tasks, over seeds, in one command.
 1. The suite (`suite=quick`, conf/suite/) names tasks, each with its `attnx train` overrides. Every
    mechanism of `mechanisms` and the candidate (a score runs inside `score_host`) is an **arm**; an arm
    a task cannot host (`none` as an lm's causal self-attention) is left out with the reason.
-2. Fair by construction: every arm of a task trains with the same seeds (`seeds=8`: 0..7, or a list),
+2. Fair by construction: every arm of a task trains with the same seeds (`seeds=10`: 0..9, or a list),
    hence the same data order, and `paired_embeddings=true`, hence the same initial embeddings where
    the shapes agree. Every run records whether it converged on the validation twin of its task's
    metric (`convergence.metric`, against the task's `ceiling`): a difference with a side still
    improving is reported as "not converged: raise the budget", never as a win or a loss.
    `protocol.lr_search` first trains each arm at every rate of `lr_grid` (first seed, validation only)
    and keeps its best; or `protocol.grid.enabled` (MAD's protocol, Poli et al. 2024) trains every run at
-   each (lr, weight_decay) of `protocol.grid` and scores it by its best test metric over the grid.
+   each (lr, weight_decay) of `protocol.grid` and reads each (task, arm, seed)'s test at the point with the
+   best validation metric (`protocol.grid.select=test`: MAD's own best test over the grid, which the
+   report labels "optimistic (as MAD)").
    `protocol.match_params` scales each task's `width` keys per arm until its parameter count is within
    `param_tolerance` of the baseline's (the LRA rule); `protocol.match_state` until an lm task's
    decoding state is within `state_tolerance` of it (MAD's iso-state). Refused together: lr_search with
@@ -25,11 +27,14 @@ mechanisms, on a suite of tasks, over seeds, in one command.
 4. `attnx bench`'s measuring (`attnx.bench.points`) times every arm's mechanism as self-attention at
    `bench.n` tokens, on every launch; the times come back as values (`bench/<arm>/bench.csv` is their
    record, never read back).
-5. One report (`attnx.report.cli`): report.html, report.md, report.csv in the compare folder. Its
+5. One report (`attnx.report.cli`): report.html, report.md, report.csv, verdicts.csv in the compare
+   folder. Every verdict in it is one decision procedure's (`attnx.report.verdicts`): the candidate against
+   each other arm of a task, exact paired test, Holm within each task (`family=task`; `family=suite`: over
+   every task), at `alpha` (0.05); a pair that cannot reach it at these seeds is "untestable". Its
    Pareto view sets quality against params, training time and `pareto`: time (inference ms) or state
    (decoding state bytes per sequence at the task's longest test sequence). It says which suite tasks
    pass the discrimination rule (`discrimination.ceiling_fraction`, `discrimination.spread`:
-   `attnx.compare.discrimination`).
+   `attnx.compare.discrimination`): a pair of the classic arms that host attention told apart.
 
 Everything lands in `out` (default `compare/<suite>/<candidate>`): `lr_search/`, `runs/`, `bench/`, and
 the report. The same command launched again continues the same compare.
@@ -47,7 +52,7 @@ from omegaconf import DictConfig, OmegaConf
 from attnx import registry
 from attnx.compare.checks import check_alone, check_arms, check_keys, check_runs
 from attnx.compare.matching import Matched, state_bytes, with_matched_widths
-from attnx.compare.phases import inference_ms, launch
+from attnx.compare.phases import inference_ms, launch, mechanism_of
 from attnx.compare.plan import Arm, final_jobs, search_jobs, with_best_rates
 from attnx.config.compose import ConfigError, one_line, search_path_override
 from attnx.report.document import slug
@@ -75,6 +80,8 @@ COMPARE_KEYS = (
     "pareto",
     "out",
     "discrimination",
+    "alpha",
+    "family",
 )
 
 
@@ -130,7 +137,11 @@ def main(argv: list[str]) -> int:
     bench_ms = inference_ms(out / "bench", cfg, arms)
     state = state_bytes(jobs, resolved) if cfg.pareto == "state" else None
     from attnx.compare.report import CompareStudy, write_report
+    from attnx.nn.attention import hosts_attention
 
+    attending = {
+        arm.label for arm in arms if hosts_attention(registry.get("attention", mechanism_of(arm)[0]))
+    }
     study = CompareStudy(
         out,
         cfg,
@@ -144,6 +155,7 @@ def main(argv: list[str]) -> int:
         ["attnx compare", *argv],
         unmatched,
         state,
+        attending,
     )
     written = write_report(study)
     print(f"attnx compare: wrote {', '.join(map(str, written))}")

@@ -73,7 +73,7 @@ def inference_ms(folder: Path, cfg: DictConfig, arms: list[Arm]) -> dict[str, fl
 
     measured: dict[str, float] = {}
     for arm in arms:
-        name, score = _mechanism_of(arm)
+        name, score = mechanism_of(arm)
         try:
             settings = attention_settings(
                 [name], [score] if score else None, [cfg.bench.dim], [cfg.bench.heads], causal=False
@@ -90,6 +90,7 @@ def inference_ms(folder: Path, cfg: DictConfig, arms: list[Arm]) -> dict[str, fl
     return measured
 
 
-def _mechanism_of(arm: Arm) -> tuple[str, str | None]:
+def mechanism_of(arm: Arm) -> tuple[str, str | None]:
+    """The registered name of an arm's mechanism, and its score as given (None: the mechanism's own)."""
     chosen = dict(o.split("=", 1) for o in arm.overrides if "." not in o.split("=", 1)[0])
     return registry.registry("attention").canonical(chosen["attention"]), chosen.get("score")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from attnx.report.runs import lower_is_better
+from attnx.report.runs import higher_is_better
 
 
 @dataclass(frozen=True)
@@ -128,17 +128,20 @@ def val_twin(metric: str) -> str:
 
 def with_best_rates(jobs: list[Job], search: list[Job], folder: Path, cfg: DictConfig) -> list[Job]:
     """Each job at its (task, arm)'s best rate in `search` (job i in `folder/i`), by the validation twin
-    of the task's metric; an arm none of whose searches completed keeps the configured rate."""
+    of the task's metric in its declared direction; an arm none of whose searches completed keeps the
+    configured rate."""
     from attnx.track.results import completed
 
     scores: dict[tuple[str, str], list[tuple[float, float]]] = {}
+    done: dict[str, list[dict]] = {}  # task -> its completed searches, whose records declare the metric
     for i, job in enumerate(search):
         record = completed(folder / str(i))
         metric = validation_metric(cfg, job.task)
         if record and metric in record["metrics"] and job.lr is not None:
             scores.setdefault((job.task, job.arm.label), []).append((record["metrics"][metric], job.lr))
+            done.setdefault(job.task, []).append(record)
     best = {}
     for (task, label), found in scores.items():
-        pick = min if lower_is_better(cfg.tasks[task].metric) else max
+        pick = max if higher_is_better(done[task], validation_metric(cfg, task)) else min
         best[(task, label)] = pick(found)[1]
     return [replace(job, lr=best.get((job.task, job.arm.label))) for job in jobs]

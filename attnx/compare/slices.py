@@ -20,15 +20,16 @@ from matplotlib.ticker import NullFormatter
 from attnx.report import stats
 from attnx.report.document import Image, Section, Table, slug
 from attnx.report.figures import DPI
-from attnx.report.runs import Row, lower_is_better, slice_multiples, text
+from attnx.report.runs import Row, slice_multiples, text
 
 
 def slices_section(
-    rows: list[Row], task_metrics: dict[str, str], out: Path, highlight: Any = None
+    rows: list[Row], task_metrics: dict[str, str], out: Path, highlight: Any = None, higher: bool = True
 ) -> Section | None:
     """A table and a figure per task whose runs have slice metrics; None when no task has any. `rows`
-    are (task, mechanism) configurations (their `values`), `task_metrics` each task's `test/` metric, the
-    figures go to `out`, and the `highlight` arm (the candidate) is drawn thicker."""
+    are (task, mechanism) configurations (their `values`), `task_metrics` each task's `test/` metric
+    (`higher` or lower being better), the figures go to `out`, and the `highlight` arm (the candidate) is
+    drawn thicker."""
     parts: list[str | Table | Image] = []
     for task, metric in task_metrics.items():
         arms = {row.values[1]: row for row in rows if row.values[0] == task}
@@ -37,7 +38,7 @@ def slices_section(
             continue
         columns = {1: metric, **{k: metric.replace("test/", f"test@{k}x/", 1) for k in multiples}}
         found = {arm: _summaries(row, columns) for arm, row in arms.items()}
-        parts.append(_table(task, metric, found, lower_is_better(metric)))
+        parts.append(_table(task, metric, found, not higher))
         parts.append(_figure(task, metric, found, out, highlight))
     if not parts:
         return None

@@ -166,12 +166,13 @@ class SuiteTask:
 
 @dataclass
 class GridConfig:
-    """MAD's protocol (Poli et al. 2024): every run at each (lr, weight_decay) of the grid, scored by its
-    best test metric over the grid."""
+    """MAD's protocol (Poli et al. 2024): every run at each (lr, weight_decay) of the grid; each (task, arm,
+    seed) read at one point, chosen by `select` (attnx.compare.scores: validation, or MAD's test)."""
 
     enabled: bool = MISSING
     lr: list[float] = MISSING
     weight_decay: list[float] = MISSING
+    select: str = MISSING  # validation | test ("optimistic (as MAD)")
 
 
 @dataclass
@@ -198,8 +199,9 @@ class CompareBenchConfig:
 
 @dataclass
 class DiscriminationConfig:
-    """When a suite task discriminates (`attnx.compare.discrimination`): a converged classic arm reaches
-    `ceiling_fraction` of the metric's ceiling, and the classic arms' means span at least `spread`."""
+    """When a suite task discriminates (`attnx.compare.discrimination`): a settled classic arm that hosts
+    attention reaches `ceiling_fraction` of the metric's ceiling, and two of them are told apart (a win or
+    a loss) by a mean difference of at least `spread`."""
 
     ceiling_fraction: float = MISSING
     spread: float = MISSING
@@ -220,6 +222,8 @@ class CompareConfig:
     pareto: str = MISSING  # the Pareto view's cost beside params and training time: time | state
     out: Optional[str] = MISSING  # noqa: UP045
     discrimination: DiscriminationConfig = MISSING
+    alpha: float = MISSING  # the verdicts' level (attnx.report.verdicts)
+    family: str = MISSING  # where Holm's family ends: task | suite
 
 
 def store() -> None:

@@ -1,5 +1,8 @@
 """`Convergence`: a run's validation curve, its verdict (attnx.track.convergence) and, with
-`convergence.stop`, an early stop once the curve so far has converged.
+`convergence.stop`, an early stop once the curve so far has converged. For a metric its declaration calls a
+proportion (`Metric.proportion`: accuracy, exact match), the rule's noise estimate includes the binomial
+error of a share of the validation split's examples, whose number the callback reads from the trainer's
+validation loader (and keeps in its state, so a resumed run knows it before its first validation).
 
 After each validation of fit (not the sanity check, not `trainer.validate`) every logged `val/*` metric's
 (global_step, value) is appended to `curve`. The curve is the callback's state, so checkpoints carry it
@@ -48,6 +51,7 @@ class Convergence(EarlyStopping):
         higher_is_better: bool,
         min_validations: int,
         stop: bool,
+        proportion: bool = False,
     ) -> None:
         # after each validation, never at a training epoch's end: a run shorter than its first validation
         # (trainer.max_steps under an epoch) has nothing to check, and must not fail on that
@@ -57,6 +61,8 @@ class Convergence(EarlyStopping):
         self.ceiling = ceiling
         self.min_validations = min_validations
         self.stop = stop
+        self.proportion = proportion
+        self.examples: int | None = None  # the validation split's size, for a proportion's noise
         self.curve: dict[str, list[list[float]]] = {}
 
     def verdict(self) -> dict[str, Any]:
@@ -68,10 +74,12 @@ class Convergence(EarlyStopping):
             higher_is_better=self.mode == "max",
             min_validations=self.min_validations,
             metric=self.monitor,
+            examples=self.examples if self.proportion else None,
         )
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not self._should_skip_check(trainer):
+            self.examples = validation_examples(trainer) or self.examples
             for name, value in trainer.callback_metrics.items():
                 if name.startswith("val/"):
                     self.curve.setdefault(name, []).append([trainer.global_step, float(value)])
@@ -92,8 +100,20 @@ class Convergence(EarlyStopping):
         return True, f"{self.monitor} {verdict['reason']} ({verdict['validations']} validations): stopping"
 
     def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "curve": self.curve}
+        return {**super().state_dict(), "curve": self.curve, "examples": self.examples}
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         super().load_state_dict(state_dict)
         self.curve = state_dict.get("curve", {})
+        self.examples = state_dict.get("examples")
+
+
+def validation_examples(trainer: pl.Trainer) -> int | None:
+    """The validation split's examples, all ranks' together (each rank loads its share of every batch, and
+    the logged metric is synchronised over them); None where the loader has no sized dataset."""
+    loaders = trainer.val_dataloaders
+    loader = loaders[0] if isinstance(loaders, list | tuple) and loaders else loaders
+    try:
+        return len(loader.dataset)  # type: ignore[union-attr]
+    except (AttributeError, TypeError):
+        return None

@@ -19,6 +19,7 @@ from attnx.registry import registry
 
 PLACEMENTS = ("none", "fixed_c", "before", "after")  # see Attention
 WEIGHTS_ARE = ("distribution", "nonnegative", "signed")  # what a mechanism's weights may be (Attention)
+QUERY_FREE = ("none", "fixed_c")  # the placements whose context is the same for every query
 CAPABILITIES = (
     "self_attention",
     "cross_attention",
@@ -41,6 +42,13 @@ class Mechanism:
 
     def __call__(self, query_dim: int, key_dim: int, value_dim: int) -> Attention:
         return self.cls(query_dim, key_dim, value_dim, self.score, **self.hyperparams)
+
+
+def hosts_attention(cls: type[Attention]) -> bool:
+    """Whether a mechanism attends: its context depends on the query, as its `placement` declares (not
+    `none`, Sutskever's mean of the values, nor `fixed_c`, Cho's one code for every step). What
+    `attnx compare`'s discrimination rule counts as an attention arm."""
+    return cls.placement not in QUERY_FREE
 
 
 def masked_softmax(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:

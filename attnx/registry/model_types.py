@@ -33,12 +33,14 @@ from attnx.registry.names import RegistryError, unknown_message
 @dataclass(frozen=True)
 class Metric:
     """A metric as its module declares it: its name without the split (`acc`), whether higher values are
-    better, and its best attainable value when it has one (1.0 for a share; None for a loss or BLEU's
-    unreachable 1.0 on real text)."""
+    better, its best attainable value when it has one (1.0 for a share; None for a loss), and whether it
+    is a proportion of the split's examples or tokens (`share`: what the convergence rule's binomial noise
+    estimate needs)."""
 
     name: str
     higher_is_better: bool = True
     ceiling: float | None = None
+    proportion: bool = False
 
     def at(self, split: str) -> str:
         """The name logged at `split`: `val/acc`, `test@2x/acc`."""
@@ -47,7 +49,7 @@ class Metric:
 
 def share(name: str) -> Metric:
     """A fraction of tokens, sequences or labels right: higher is better, at most 1."""
-    return Metric(name, higher_is_better=True, ceiling=1.0)
+    return Metric(name, higher_is_better=True, ceiling=1.0, proportion=True)
 
 
 LOSS = Metric("loss", higher_is_better=False)

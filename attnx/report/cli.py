@@ -2,24 +2,27 @@
 under DIRs.
 
 A row is one configuration (`attnx.report.runs`): runs that differ only by `seed` share a row, as mean ±
-std with a 95% bootstrap interval over the seeds. The statistics (`attnx.report.significance`) compare the
-values of one key within each cell of the other columns: `--baseline attention=additive` pairs
-every row with the cell's additive row seed by seed (mean difference, exact test, Holm across the
-comparisons), and for the same key (`attention` when no baseline is given) a win/tie/loss matrix and
-a rank table across cells. `--bench bench.csv` joins `attnx bench`'s inference time at one N to the
-costs. Every run folder found is listed (`attnx.track.results.find_runs`: a folder holding results.json,
-`.hydra/` or run.lock); one that is not in the tables says why: no record, an unreadable one (where it
-breaks), an invalid one (a metric that is not a finite number), or a run that did not complete.
+std with a 95% bootstrap interval over the seeds. The statistics compare the values of one key
+(`attention` unless `--baseline` names another) within each cell of the other columns, pair by pair
+and seed by seed, and every verdict is one procedure's (`attnx.report.verdicts`): an exact paired test,
+Holm-adjusted over the family the user asked about (with `--baseline attention=additive`, each row
+against its cell's additive row; without, every pair of a cell), at `--alpha`; the other pairs are
+context. The paired table, the win/tie/loss matrix and verdicts.csv all show those verdicts.
+`--bench bench.csv` joins `attnx bench`'s inference time at one N to the costs. Every run folder found is
+listed (`attnx.track.results.find_runs`: a folder holding results.json, `.hydra/` or run.lock); one that is
+not in the tables says why: no record, an unreadable one (where it breaks), an invalid one (a metric that is
+not a finite number), or a run that did not complete.
 
-Writes report.md (with PNG figures beside it), report.csv and report.html (the same, one
-self-contained page), and prints the table. `--select optim.lr` reports each configuration at its
-best learning rate on validation, as papers tune per cell. Never imports torch.
+Writes report.md (with PNG figures beside it), report.csv, verdicts.csv (every pair's test and verdict)
+and report.html (the same, one self-contained page), and prints the table. `--select optim.lr` reports
+each configuration at its best learning rate on validation, as papers tune per cell. Never imports torch.
 
 Its exit codes (`EXIT_CODES`, in --help) tell a script a report from nothing to report from bad input.
 """
 
 from __future__ import annotations
 
+import argparse
 import csv
 import sys
 from pathlib import Path
@@ -29,9 +32,20 @@ from attnx.cli import ArgumentParser
 from attnx.config.compose import file_in_the_way
 from attnx.report import stats
 from attnx.report.document import Image, Section, Table, markdown, page
-from attnx.report.runs import default_metrics, group, is_numeric, load, select, swept_columns, text, value
+from attnx.report.runs import (
+    default_metrics,
+    group,
+    higher_is_better,
+    is_numeric,
+    load,
+    select,
+    swept_columns,
+    text,
+    value,
+)
 from attnx.report.sections import COSTS, converged_text, first_line, left_out_table, outcome, sections
 from attnx.report.study import Study
+from attnx.report.verdicts import SPANS, Procedure
 from attnx.table import markdown_table
 from attnx.track.results import RUN_FOLDER, status
 
@@ -67,6 +81,18 @@ def main(argv: list[str]) -> int:
         "--baseline",
         help="KEY=VALUE, e.g. attention=additive: pair every row with its cell's baseline row over seeds "
         "(mean difference, 95%% CI, exact test, Holm-adjusted), and compare KEY's values in a win matrix",
+    )
+    parser.add_argument(
+        "--alpha",
+        type=level,
+        default=stats.ALPHA,
+        help="the verdicts' level: better or worse only where the Holm-adjusted p < ALPHA (default 0.05)",
+    )
+    parser.add_argument(
+        "--family",
+        default="cell",
+        choices=SPANS,
+        help="where Holm's family ends: cell (each cell is its own question; default) or all (every cell)",
     )
     parser.add_argument("--bench", type=Path, help="an `attnx bench` bench.csv: inference ms joins the costs")
     parser.add_argument("--bench-n", type=int, help="the N of --bench's rows to use (default: the largest)")
@@ -112,7 +138,7 @@ def main(argv: list[str]) -> int:
         return _refuse(str(error))
     rows = group(done, columns)
     if args.select is not None:
-        rows = select(rows, columns, args.select, by)
+        rows = select(rows, columns, args.select, by, higher_is_better(done, by))
     study = Study(
         runs,
         columns,
@@ -123,14 +149,27 @@ def main(argv: list[str]) -> int:
         tuned=[args.select] if args.select else [],
         inference_ms=inference[1] if inference else None,
         bench_n=inference[0] if inference else None,
+        procedure=Procedure(args.alpha, args.family),
     )
     parts = sections(study, out, args.x or numeric, panels)
     written = write(study, out, parts)
-    for table in (
-        t for s in parts for t in s.parts if isinstance(t, Table) and t.id in ("results", "baseline")
-    ):
+    printed = ("results", "pairs") if baseline is not None else ("results",)  # pairs: what --baseline asked
+    for table in (t for s in parts for t in s.parts if isinstance(t, Table) and t.id in printed):
         print(markdown_table(table.header, table.body, right_from=table.right_from), end="\n\n")
     return _finish(study, written)
+
+
+def level(given: str) -> float:
+    """--alpha's value: a number in (0, 1)."""
+    try:
+        alpha = float(given)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{given!r} is no number; give a level in (0, 1), e.g. 0.05"
+        ) from None
+    if not 0 < alpha < 1:  # `not`: nan too
+        raise argparse.ArgumentTypeError(f"{given}: must be in (0, 1), e.g. 0.05")
+    return alpha
 
 
 def _refuse(message: str) -> int:
@@ -233,13 +272,48 @@ def read_bench(path: Path, n: int | None) -> tuple[int, dict[str, float]]:
 
 
 def write(study: Study, out: Path, parts: list[Section], title: str = "attnx report") -> list[Path]:
-    """report.md, report.csv and report.html in `out`, and the figures already there; their paths."""
+    """report.md, report.csv, verdicts.csv (when there are pairs) and report.html in `out`, and the figures
+    already there; their paths."""
     out.mkdir(parents=True, exist_ok=True)
     write_csv(out / "report.csv", study)
+    tables = [out / "report.csv"]
+    if study.verdicts is not None and study.verdicts.pairs:
+        write_verdicts(out / "verdicts.csv", study)
+        tables.append(out / "verdicts.csv")
     (out / "report.md").write_text(markdown(title, parts, out))
     (out / "report.html").write_text(page(title, parts, text(study.highlight) if study.highlight else None))
     figures = [p.path for s in parts for p in s.parts if isinstance(p, Image) and p.path.parent == out]
-    return [out / "report.md", out / "report.csv", out / "report.html", *figures]
+    return [out / "report.md", *tables, out / "report.html", *figures]
+
+
+def write_verdicts(path: Path, study: Study) -> None:
+    """One row per pair of every cell: its figures and its verdict, as the Statistics section shows them
+    (an undefined figure is empty, with why in `d_z_note`: never inf)."""
+    grouped, verdicts = study.cells(), study.verdicts
+    assert grouped is not None and verdicts is not None
+    key = grouped.key
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(
+            [*grouped.columns, f"{key} a", f"{key} b", "family", "n", "mean_difference", "ci_low", "ci_high"]
+            + ["d_z", "d_z_ci_low", "d_z_ci_high", "d_z_note", "mde", "test", "p", "m", "floor", "p_holm"]
+            + ["outcome", "verdict", "alpha"]
+        )
+        for v in verdicts.pairs:
+            r = v.result
+            writer.writerow(
+                [*v.cell, v.a, v.b, v.family, r.n, r.mean if r.n else None, *(r.ci or (None, None))]
+                + [
+                    r.d_z,
+                    *(r.d_z_ci or (None, None)),
+                    r.d_z_note,
+                    r.mde,
+                    r.test,
+                    r.p,
+                    v.m if r.n > 1 else None,
+                ]
+                + [v.floor, v.p_adjusted, v.outcome, v.words, v.alpha]
+            )
 
 
 def write_csv(path: Path, study: Study) -> None:

@@ -23,7 +23,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import NullFormatter
 
 from attnx.report.document import slug
-from attnx.report.runs import Row, lower_is_better, sort_key, text, value
+from attnx.report.runs import Row, sort_key, text, value
 from attnx.report.significance import Cells
 
 DPI = 110
@@ -231,19 +231,20 @@ def pareto_plot(
     out: Path,
     highlight: str | None = None,
     infer_label: str = "inference ms",
+    higher: bool = True,
 ) -> Path | None:
     """One cell's configurations (label, quality, {cost: value}), quality against each cost in a panel;
-    the frontier joins the points no other point beats on both axes (cheaper and better)."""
+    the frontier joins the points no other point beats on both axes (cheaper and better: `higher`
+    quality, or lower)."""
     axes_costs = [(key, infer_label if key == "infer_ms" else unit) for key, unit in COSTS]
     axes_costs = [(k, u) for k, u in axes_costs if any(c.get(k) is not None for _, _, c in points)]
     if not points or not axes_costs:
         return None
-    lower = lower_is_better(metric)
     figure = Figure(figsize=(4.2 * len(axes_costs) + 0.5, 3.6), layout="constrained")
     axes = figure.subplots(1, len(axes_costs), squeeze=False)[0]
     for ax, (key, unit) in zip(axes, axes_costs):
         placed = [(label, cost, q) for label, q, c in points if (cost := c.get(key)) is not None]
-        front = frontier([(cost, q) for _, cost, q in placed], lower)
+        front = frontier([(cost, q) for _, cost, q in placed], not higher)
         ax.plot(*zip(*sorted(front)), color="0.55", linestyle="--", linewidth=1, zorder=1, label="frontier")
         for label, cost, quality in placed:
             mine = label == highlight

@@ -22,9 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from attnx.registry import Metric, model_types
 from attnx.registry import model_type as registry_model_type
-from attnx.registry import model_types
-from attnx.track.convergence import lower_is_better
 from attnx.track.results import CHOICES, RESULTS, Unreadable, find_runs, read_results
 
 # resolved choices: a default score has a name here
@@ -247,11 +246,42 @@ def group(runs: list[dict[str, Any]], columns: list[str]) -> list[Row]:
     return [rows[k] for k in sorted(rows)]
 
 
-def select(rows: list[Row], columns: list[str], key: str, by: str) -> list[Row]:
-    """Per configuration of the columns other than `key`, the row whose mean `by` is best (the paper's
-    protocol of reporting each cell at its best validation learning rate); rows without `by` lose."""
+def declared(runs: list[dict[str, Any]], metric: str) -> Metric | None:
+    """`metric`'s declaration (its direction and ceiling): the first record's that declares it
+    (results.json's `metric_declarations`), else, for a record from before they were recorded, its
+    model type's (the registry's metric of that name after the split); None when neither has one."""
+    for run in runs:
+        found = (run.get("metric_declarations") or {}).get(metric)
+        if isinstance(found, dict):
+            return Metric(
+                metric.rsplit("/", 1)[-1], bool(found.get("higher_is_better", True)), found.get("ceiling")
+            )
+    registered = {t.name: t for t in model_types()}
+    name = metric.rsplit("/", 1)[-1]
+    for kind in dict.fromkeys(r.get("model_type", r.get("task_kind")) for r in runs):
+        declaring = registered.get(str(kind))
+        if declaring is not None and name in {m.name for m in declaring.metrics}:
+            return declaring.metric(name)
+    return None
+
+
+def higher_is_better(runs: list[dict[str, Any]], metric: str) -> bool:
+    """Whether `metric` rises as models improve, as declared (`declared`); a metric no record or model
+    type declares is taken to rise, and the report says so (`undeclared`)."""
+    found = declared(runs, metric)
+    return True if found is None else found.higher_is_better
+
+
+def undeclared(runs: list[dict[str, Any]], metrics: list[str]) -> list[str]:
+    """The metrics of `metrics` nothing declares: their direction is taken as higher is better."""
+    return [m for m in metrics if declared(runs, m) is None]
+
+
+def select(rows: list[Row], columns: list[str], key: str, by: str, higher: bool) -> list[Row]:
+    """Per configuration of the columns other than `key`, the row whose mean `by` is best (`higher` or
+    lower being better: the paper's protocol of reporting each cell at its best validation learning
+    rate); rows without `by` lose."""
     i = columns.index(key)
-    lower = lower_is_better(by)
     best: dict[tuple[Any, ...], Row] = {}
     for row in rows:
         cell = tuple(map(sort_key, row.values[:i] + row.values[i + 1 :]))
@@ -261,7 +291,7 @@ def select(rows: list[Row], columns: list[str], key: str, by: str) -> list[Row]:
             continue
         held = best.get(cell)
         held_score = None if held is None else held.mean(by)
-        if held_score is None or (score < held_score if lower else score > held_score):
+        if held_score is None or (score > held_score if higher else score < held_score):
             best[cell] = row
     kept = {id(row) for row in best.values()}
     return [row for row in rows if id(row) in kept]

@@ -17,13 +17,17 @@ from typing import Any
 from attnx.report import stats
 from attnx.report.document import Image, Section, Table
 from attnx.report.figures import curve_plot, length_plot, line_plot, pareto_plot
-from attnx.report.runs import NOT_SWEPT, Row, lower_is_better, overrides, sort_key, text, value
+from attnx.report.runs import NOT_SWEPT, Row, overrides, sort_key, text, undeclared, value
 from attnx.report.significance import Cells, convergence
 from attnx.report.statistics_section import statistics_section
 from attnx.report.study import Study
 from attnx.track.results import RUN_FOLDER
 
 COSTS = (("params", "params"), ("train_seconds", "train s"), ("samples_per_second", "samples/s"))
+NOISES = {  # a verdict's `noise_source` (attnx.track.convergence), in words
+    "binomial": "the binomial error of a share of the validation examples",
+    "curve": "the curve's own scatter",
+}
 HEATMAP_KINDS = ("cross", "pooling", "self_layer")  # the map a row shows: its site's, else the last layer's
 
 
@@ -117,15 +121,18 @@ def convergence_lines(study: Study) -> list[str]:
         return []
     metrics = ", ".join(sorted({str(v.get("metric")) for v in judged}))
     tolerances = ", ".join(f"{t:g}" for t in sorted({float(v.get("tolerance", 0)) for v in judged}))
+    sources = ", ".join(
+        sorted({NOISES.get(str(v.get("noise_source")), "the curve's scatter") for v in judged})
+    )
     return [
         "Converged k/n: k of the configuration's n runs converged; still improving (i of n): i did not. "
         f"A run converged when its validation curve of {metrics} reached the metric's ceiling within the "
         f"tolerance ({tolerances}), or when the mean of its last quarter of validations improved on the "
-        "mean of the quarter before by less than the tolerance plus two standard errors of the validations' "
-        "noise; fewer validations than "
-        "`convergence.min_validations` give no verdict. A configuration still improving was stopped by its "
-        "budget: its figures say as much about the budget as about the model (raise `trainer.max_epochs`, "
-        "or set `convergence.stop=true` with a larger one)."
+        "mean of the quarter before by less than the tolerance plus two standard errors of one "
+        f"validation's noise ({sources}); fewer validations than `convergence.min_validations` give no "
+        "verdict, and a run without one does not count as still improving. A configuration still improving "
+        "was stopped by its budget: its figures say as much about the budget as about the model (raise "
+        "`trainer.max_epochs`, or set `convergence.stop=true` with a larger one)."
     ]
 
 
@@ -134,13 +141,19 @@ def best_lines(study: Study) -> list[str]:
     for metric in study.metrics:
         scored = [(m, row) for row in study.rows if (m := row.mean(metric)) is not None]
         if scored:
-            pick = min if lower_is_better(metric) else max
+            pick = max if study.higher(metric) else min
             best, row = pick(scored, key=lambda item: item[0])
             where = (
                 ", ".join(f"{c}={text(v)}" for c, v in zip(study.columns, row.values))
                 or "the only configuration"
             )
             lines.append(f"Best {metric}: {best:.4f} ({where}).")
+    assumed = undeclared([r for row in study.rows for r in row.runs], study.metrics)
+    if assumed:
+        lines.append(
+            f"No record or model type declares the direction of {', '.join(assumed)} (records from before "
+            "results.json kept `metric_declarations`): taken as higher is better."
+        )
     if any(len(row.runs) > 1 for row in study.rows):
         lines.append(
             "± is the standard deviation over seeds, [ ] the 95% percentile-bootstrap interval of the mean "
@@ -197,7 +210,13 @@ def cost_section(study: Study, grouped: Cells, out: Path) -> Section:
             if quality is not None:
                 points.append((text(v), quality, costs))
         path = pareto_plot(
-            grouped.label(cell), points, metric, out, text(study.highlight), third or "inference ms"
+            grouped.label(cell),
+            points,
+            metric,
+            out,
+            text(study.highlight),
+            third or "inference ms",
+            study.higher(metric),
         )
         if path:
             images.append(Image(path, f"{grouped.label(cell)}: {metric} against cost"))

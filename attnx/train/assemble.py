@@ -117,6 +117,7 @@ def _trainer(run: ResolvedRun, cfg: DictConfig, signals: Signals | None, preload
             higher_is_better=judged.higher_is_better,
             min_validations=convergence["min_validations"],
             stop=convergence["stop"],
+            proportion=judged.proportion,
         )
     )
     if signals is not None:

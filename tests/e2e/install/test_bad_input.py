@@ -351,6 +351,9 @@ CASES = [
     ("report {runs} --metric test/exact_match,val/nope", "--metric val/nope: no run has it", None),
     ("report {runs} --x nope", "--x nope is not a swept numeric key", None),
     ("report {runs} --metrics x", "unrecognized arguments: --metrics", None),
+    ("report {runs} --alpha 1", "argument --alpha: 1: must be in (0, 1), e.g. 0.05", None),
+    ("report {runs} --alpha five", "argument --alpha: 'five' is no number; give a level in (0, 1)", None),
+    ("report {runs} --family task", "argument --family: invalid choice: 'task'", None),
     ("report", "the following arguments are required: dirs", None),
     # compare: its own keys (typed by CompareConfig), the candidate, and what it sets itself
     ("compare", "name the candidate: attention=NAME (a mechanism) or score=NAME (a score)", None),
@@ -428,6 +431,18 @@ CASES = [
     ("compare attention=local_window seeds=65", "seeds=65: a count must be within 1..64", None),
     ("compare attention=local_window seeds=[0,4294967296]", "4294967296 is no seed", None),
     ("compare attention=local_window discrimination.spread=2", "discrimination.spread=2.0: must be in", None),
+    ("compare attention=local_window alpha=0", "alpha=0.0: must be in (0, 1), e.g. alpha=0.05", None),
+    ("compare attention=local_window family=tasks", "family=tasks: must be one of task, suite", None),
+    (
+        "compare attention=local_window protocol.grid.select=test",
+        "protocol.grid.select chooses the grid point each run is read at: give protocol.grid.enabled=true",
+        None,
+    ),
+    (
+        "compare attention=local_window protocol.grid.enabled=true protocol.grid.select=best",
+        "protocol.grid.select=best: must be one of validation, test",
+        None,
+    ),
     ("compare attention=local_window convergence.metric=val/loss", "sets convergence.metric itself", None),
     # compare: suite files (the `files` fixture's conf/suite/) that name what does not exist
     ("compare attention=local_window suite=noseeds", "missing value for seeds", None),
@@ -439,8 +454,9 @@ CASES = [
         None,
     ),
     (
-        "compare attention=local_window suite=noceiling",
-        "suite task reverse: no ceiling; metric test/bleu has no natural ceiling: set ceiling:",
+        "compare attention=local_window suite=falling",
+        "suite task reverse: metric test/loss: a suite's metric must rise as models improve (accuracy, exact "
+        "match); it is declared lower-is-better",
         None,
     ),
     (
@@ -608,7 +624,7 @@ SUITES = {
     "noseeds": f"tasks:\n{SUITE_TASK}    metric: test/exact_match\n",
     "nometric": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    width: [encoder.hidden_dim]\n",
     "wrongmetric": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    metric: test/acc\n",
-    "noceiling": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    metric: test/bleu\n",
+    "falling": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    metric: test/loss\n",
     "badbaseline": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    metric: test/exact_match\n    baseline: luong\n",
     "badwidth": f"seeds: [0, 1]\ntasks:\n{SUITE_TASK}    metric: test/exact_match\n"
     "    width: [encoder.hiden_dim]\n",

@@ -12,6 +12,7 @@ from helpers.tiny import TINY, TINY_RNN, completed, sizes
 # 48 examples in batches of 16: an epoch is 3 steps, validated after each of them
 EVERY_STEP = [*TINY_RNN, *TINY, "trainer.val_check_interval=1"]
 FIELDS = {"metric", "tolerance", "ceiling", "validations", "improvement", "margin", "converged", "reason"}
+FIELDS |= {"noise", "noise_source", "examples"}  # what the margin is made of (attnx.track.convergence)
 
 
 def test_a_record_has_a_point_per_validation_and_a_verdict_and_a_resume_extends_them(tmp_path: Path) -> None:
@@ -22,6 +23,7 @@ def test_a_record_has_a_point_per_validation_and_a_verdict_and_a_resume_extends_
     assert all(isinstance(value, float) for _, value in curve["val/exact_match"])
     assert set(verdict) == FIELDS and verdict["metric"] == "val/exact_match" and verdict["validations"] == 6
     assert verdict["ceiling"] == 1.0 and verdict["tolerance"] == 0.005 and verdict["converged"] is not None
+    assert verdict["examples"] == 16  # exact match is a share of the 16 validation examples: binomial noise
     resumed = completed(tmp_path, *EVERY_STEP, "trainer.max_epochs=3", "resume=auto")
     assert resumed["resumed_from"].endswith("last.ckpt")
     assert resumed["curve"]["val/loss"][:6] == curve["val/loss"]  # the checkpoint carried the curve
@@ -52,6 +54,7 @@ def test_a_loss_curve_is_judged_lower_is_better_without_a_ceiling(tmp_path: Path
     record = completed(tmp_path, *EVERY_STEP, "trainer.max_epochs=2", "convergence.metric=val/loss")
     verdict = record["convergence"]
     assert verdict["metric"] == "val/loss" and verdict["ceiling"] is None
+    assert verdict["examples"] is None and verdict["noise_source"] == "curve"  # a loss is no proportion
     losses = [value for _, value in record["curve"]["val/loss"]]
     # 6 validations, windows of one: the last loss's fall below the one before it counts as improvement
     assert verdict["improvement"] == pytest.approx(losses[-2] - losses[-1])

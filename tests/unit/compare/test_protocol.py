@@ -1,21 +1,25 @@
-"""compare's protocol keys: MAD's lr x weight-decay grid (its jobs, its checks, its scores: best over the
-grid, a capability the mean over its settings), arms at another attention site, and matching generalised
-to a measure (parameters or decoding state)."""
+"""compare's protocol keys: MAD's lr x weight-decay grid (its jobs, its checks, its scores: the point
+chosen on validation, or MAD's best test over the grid, a capability the mean over its settings), arms at
+another attention site, matching generalised to a measure (parameters or decoding state), and a suite
+metric's direction and ceiling read from its declaration."""
 
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from attnx.compare.checks import _check_protocol, _check_suite_tasks, check_alone
+from attnx.compare.checks import _check_protocol, _check_suite_tasks, _check_task, check_alone
 from attnx.compare.matching import Matched, match_widths, state_of
 from attnx.compare.plan import WEIGHT_DECAY, Arm, final_jobs
-from attnx.compare.scores import best_over_grid, capabilities, capability_scores
-from attnx.config.compose import ConfigError
+from attnx.compare.scores import capabilities, capability_scores, over_grid
+from attnx.config.compose import CONF_DIR, ConfigError
+from attnx.config.validation import check_convergence, check_monitors
+from attnx.registry import Metric
 
 PROTOCOL = {
     "lr_search": False,
@@ -24,7 +28,7 @@ PROTOCOL = {
     "param_tolerance": 0.1,
     "match_state": False,
     "state_tolerance": 0.1,
-    "grid": {"enabled": True, "lr": [0.0001, 0.001], "weight_decay": [0.0, 0.1]},
+    "grid": {"enabled": True, "lr": [0.0001, 0.001], "weight_decay": [0.0, 0.1], "select": "validation"},
 }
 
 
@@ -65,6 +69,7 @@ def test_every_run_trains_at_each_grid_point_and_only_the_first_draws_maps() -> 
             "protocol.grid.weight_decay=[-0.1]: -0.1 is out of range (each must be >= 0)",
         ),
         ({"grid.weight_decay": [0.1, 0.1]}, "protocol.grid.weight_decay=[0.1, 0.1]: 0.1 is repeated"),
+        ({"grid.select": "best"}, "protocol.grid.select=best: must be one of validation, test"),
         ({"state_tolerance": -0.5}, "protocol.state_tolerance=-0.5: must be >= 0"),
         (
             {"lr_search": True},
@@ -93,10 +98,25 @@ def test_an_arm_at_the_encoder_site_fills_the_encoder_slot() -> None:
     )
 
 
-def run(task: str, mechanism: str, seed: int, score: float | None, lr: float = 0.001) -> dict[str, Any]:
+def run(
+    task: str, mechanism: str, seed: int, score: float | None, lr: float = 0.001, val: float | None = None
+) -> dict[str, Any]:
+    """A labelled run whose validation twin is `val` (its test `score` unless told)."""
     labels = {"task": task, "mechanism": mechanism, "seed": seed, "optim.lr": lr, WEIGHT_DECAY: 0.0}
-    metrics = {} if score is None else {"test/metric": score}
+    metrics = {} if score is None else {"test/metric": score, "val/metric": score if val is None else val}
     return {"status": "completed" if score is not None else "failed", "labels": labels, "metrics": metrics}
+
+
+def test_each_run_is_read_at_the_point_validation_chose_and_mad_s_rule_only_when_asked() -> None:
+    runs = [
+        run("recall", "dot", 0, 0.9, lr=0.0001, val=0.5),  # the best test, chosen by no validation
+        run("recall", "dot", 0, 0.6, lr=0.001, val=0.7),  # the best validation: its test is what counts
+        run("recall", "dot", 1, 0.4, lr=0.0001, val=0.7),
+        run("recall", "dot", 1, 0.8, lr=0.001, val=0.7),  # a tie on validation: the first point wins
+    ]
+    chosen = over_grid(runs, "validation")
+    assert [r["metrics"]["test/metric"] for r in chosen] == [0.6, 0.4]
+    assert [r["metrics"]["test/metric"] for r in over_grid(runs, "test")] == [0.9, 0.8]  # optimistic
 
 
 def test_a_run_scores_its_best_over_the_grid_and_a_capability_the_mean_of_its_settings() -> None:
@@ -110,7 +130,7 @@ def test_a_run_scores_its_best_over_the_grid_and_a_capability_the_mean_of_its_se
         run("recall_short", "none", 0, 0.9),  # none cannot run recall_long: no capability score
         run("copy", "dot", 0, 0.5),
     ]
-    best = best_over_grid(runs, "test/metric")
+    best = over_grid(runs, "validation")
     assert len(best) == 6 and runs[1] in best and runs[0] not in best
     tasks = OmegaConf.create(
         {
@@ -178,6 +198,7 @@ def test_a_bad_suite_task_key_is_one_line_naming_the_task_and_key(
         ("protocol.lr_grid=[0.1]", "protocol.lr_search=true"),
         ("protocol.grid.lr=[0.1]", "protocol.grid.enabled=true"),
         ("protocol.grid.weight_decay=[0.0]", "protocol.grid.enabled=true"),
+        ("protocol.grid.select=test", "protocol.grid.enabled=true"),
         ("protocol.param_tolerance=0.2", "protocol.match_params=true"),
         ("protocol.state_tolerance=0.2", "protocol.match_state=true"),
     ],
@@ -199,3 +220,56 @@ def test_score_host_acts_only_for_a_candidate_score_alone() -> None:
     for candidate in (["attention=local_window"], ["attention=dot", "score=cosine"]):
         with pytest.raises(ConfigError, match="score_host is the mechanism a candidate score runs in"):
             check_alone(cfg, ["score_host=additive"], candidate)
+
+
+class Resolved:
+    """What `_check_task` reads of a resolved run: its task, readers, metrics and their declarations."""
+
+    readers = ()
+    model_type = SimpleNamespace(decodes=False)
+
+    def __init__(self, **metrics: Metric) -> None:
+        self.metrics = metrics
+
+    def __getitem__(self, key: str) -> Any:
+        return {"name": "bleu_task"}
+
+    def logged(self, stage: str) -> list[str]:
+        return sorted(self.metrics)
+
+
+@pytest.mark.parametrize(
+    ("declared", "ceiling", "message"),
+    [
+        (Metric("score", higher_is_better=False), None, "metric test/score: a suite's metric must rise"),
+        (Metric("score"), None, "no ceiling; metric test/score declares none: set ceiling:"),
+        (Metric("score"), 40.0, None),  # the suite's own ceiling is enough
+        (Metric("score", ceiling=1.0), None, None),
+    ],
+)
+def test_a_suite_metric_s_direction_and_ceiling_come_from_its_declaration(
+    declared: Metric, ceiling: float | None, message: str | None
+) -> None:
+    spec = OmegaConf.create({"metric": "test/score", "ceiling": ceiling, "width": "???"})
+    if message is None:
+        assert _check_task(spec, [Resolved(**{"test/score": declared})], False) is False
+        return
+    with pytest.raises(ConfigError, match="^" + re.escape(message)):
+        _check_task(spec, [Resolved(**{"test/score": declared})], False)
+
+
+def test_every_choice_inside_a_run_is_made_on_validation() -> None:
+    """The best checkpoint (what test evaluates), `stop_at`'s early stop and the convergence stop monitor a
+    metric validation logs: a test metric there is refused before anything trains, so no run of a compare
+    chooses on test (the learning-rate search runs with test=false; the grid: `over_grid`)."""
+    share = Metric("acc", ceiling=1.0, proportion=True)
+    metrics = {"val/acc": share, "test/acc": share}
+    for callback in ("model_checkpoint", "stop_at"):
+        cfg = OmegaConf.create({"callbacks": {callback: {"monitor": "test/acc"}}})
+        with pytest.raises(ConfigError, match=f"callbacks.{callback}.monitor=test/acc: task t logs no such"):
+            check_monitors(cfg, metrics, "t")
+    kind = SimpleNamespace(headline="acc")
+    with pytest.raises(ConfigError, match="convergence.metric=test/acc: task t logs no such metric"):
+        check_convergence({"metric": "test/acc", "ceiling": None, "tolerance": 0.005}, metrics, kind, "t")
+    default = OmegaConf.load(Path(CONF_DIR) / "callbacks" / "default.yaml")
+    assert default.model_checkpoint.monitor == "val/loss"  # test evaluates the best checkpoint on validation

@@ -42,8 +42,22 @@ def test_without_stop_it_only_judges() -> None:
 
 
 def test_a_loss_is_judged_falling_and_the_curve_is_its_state() -> None:
-    callback = judge([2.0, 1.0, 0.5, 0.25, 0.1, 0.05, 0.02, 0.01], metric="val/loss")
+    callback = judge([2.0 - 0.1 * i for i in range(8)], metric="val/loss")
     assert callback.mode == "min" and callback.ceiling is None and not stops(callback)
     restored = judge([], metric="val/loss")
+    callback.examples = 300  # read from the validation loader after a validation; a resumed run keeps it
     restored.load_state_dict(callback.state_dict())
-    assert restored.curve == callback.curve
+    assert restored.curve == callback.curve and restored.examples == 300
+
+
+def test_a_proportion_s_noise_is_its_validation_split_s_binomial_error_from_the_first_validations() -> None:
+    """Seven validations at chance on 300 examples: the last one's rise, 0.06, is within the noise of a
+    share of 300 examples (binomial error 0.029, margin 0.08), not progress; judged by the curve's own
+    scatter alone (a metric that is no proportion) it would be still improving."""
+    callback = judge([0.5] * 6 + [0.56])
+    callback.proportion, callback.examples = True, 300
+    verdict = callback.verdict()
+    assert verdict["noise_source"] == "binomial" and verdict["examples"] == 300
+    assert verdict["converged"] is True and stops(callback)
+    callback.proportion = False
+    assert callback.verdict()["converged"] is False and callback.verdict()["examples"] is None
