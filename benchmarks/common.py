@@ -196,14 +196,11 @@ def rounds(candidates: Sequence[Callable[[], object]], device: torch.device, bud
 
 def assemble(overrides: list[str], output_dir: str) -> tuple[Any, Any, Any]:
     """(task, module, trainer) exactly as `attnx train <overrides>` builds them, seeded."""
-    from hydra import compose, initialize_config_dir
-
-    from attnx.config.compose import CONF_DIR
+    from attnx.config.compose import compose
     from attnx.config.validation import validate
     from attnx.train.assemble import assemble
 
-    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
-        cfg = compose("train", overrides=[*overrides, f"paths.output_dir={output_dir}"])
+    cfg = compose([*overrides, f"paths.output_dir={output_dir}"])
     return assemble(validate(cfg), cfg)
 
 

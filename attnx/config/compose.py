@@ -305,6 +305,8 @@ def compose(
     with any `???` left unset reported as a ConfigError naming the key (unless not `require_values`)."""
     import hydra
 
+    registry.load_all()  # every plugin's config group entry, as the CLI has them
+
     try:
         with hydra.initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
             cfg = hydra.compose(
