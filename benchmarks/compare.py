@@ -1,16 +1,16 @@
 """Benchmarks 11 and 18: `attnx compare` on a suite, timed whole, and the tables its report publishes.
 
 Per candidate, one child process runs the whole study (`attnx compare suite=SUITE attention=CANDIDATE
-[OVERRIDES]` in a fresh folder: every run through joblib, `attnx bench`, the report), timed as a whole
-(wall clock, the goal's measure); the same command is then launched again, which must train nothing.
-Recorded: both wall times, the runs and how long they trained, and the report's (report.md) Ranking,
-Discrimination, paired Statistics and, for a suite of capabilities, Capabilities tables. Across candidates,
-one ranking and one table of paired differences: the classic arms' rows from the first compare (the others
-repeat their runs: same seeds, same configs), each candidate's from its own. Per task, the validation
-curve of its best classic arm at the suite's budget (mean over seeds at each validation; "(k)": only k runs
-got that far, the others had stopped converged). With a `sliding_window` arm, the share of each recall
-task's test answers its window can read (`window_ceiling` at w and 2w − 1, from the test split itself).
-The quick suite's goal: at most 15 minutes on 2 cores.
+[OVERRIDES]` in a fresh folder: every run through joblib, `attnx bench`, the report), timed as a whole (wall
+clock, the goal's measure); the same command is then launched again, which must train nothing. Recorded:
+both wall times, the runs and how long they trained, and the report's (report.md) Ranking, Discrimination,
+paired Statistics and, for a suite of capabilities, Capabilities tables. Across candidates, one ranking (the
+classic arms' rows from the first compare, whose runs the others repeat: same seeds, same configs; each
+candidate's from its own) and one table of each candidate's family of paired verdicts. Per task, the
+validation curve of its best classic arm at the suite's budget (mean over seeds at each validation; "(k)":
+only k runs got that far, the others had stopped converged). With a `sliding_window` arm, the share of each
+recall task's test answers its window can read (`window_ceiling` at w and 2w − 1, from the test split
+itself). The quick suite's goal: at most 15 minutes on 2 cores.
 
     python benchmarks/compare.py [--suite quick] [--candidate local_window,linear] [--screenshot PNG]
         [--keep DIR] [-- OVERRIDES...]
@@ -107,18 +107,23 @@ def ranking(studies: list[dict[str, Any]]) -> dict:
     return common.table(header[: 1 + tasks], merged, right_from=1)
 
 
+PAIR_COLUMNS = ("cell", "pair", "n", "Δ", "95% CI", "d_z", "MDE", "p", "floor", "p (Holm)", "verdict")
+
+
 def paired(studies: list[dict[str, Any]]) -> tuple[dict, dict[str, dict[str, str]]]:
-    """Every paired difference against each task's baseline: the first compare's, then each later
-    candidate's own rows; also by `task/mechanism`, for prose."""
-    header: list[str] = []
+    """Each candidate's family: its paired verdicts against every other arm of each task, as its report
+    gives them; also by `task/candidate/other`, for prose. (The classic arms' pairs are context, in each
+    report.)"""
     rows: list[list[str]] = []
-    for i, s in enumerate(studies):
+    for s in studies:
         for head, body in s["report"].get("Statistics", []):
-            if head[:2] == ["cell", "mechanism"] and "Δ" in head:
-                header = head
-                rows += [row for row in body if i == 0 or row[1] == s["candidate"]]
-    by = {f"{row[0].removeprefix('task=')}/{row[1]}": dict(zip(header, row)) for row in rows}
-    return common.table(header, rows, right_from=2), by
+            if head[:3] == ["cell", "pair", "family"]:
+                rows += [[row[head.index(c)] for c in PAIR_COLUMNS] for row in body if row[2] == "family"]
+    by = {}
+    for row in rows:
+        a, b = (side.strip(" `") for side in row[1].split(" − "))
+        by[f"{row[0].removeprefix('task=')}/{a}/{b}"] = dict(zip(PAIR_COLUMNS, row))
+    return common.table(list(PAIR_COLUMNS), rows, right_from=2), by
 
 
 def arm(run: dict) -> str:
