@@ -28,9 +28,10 @@ run: install
 test: install
 	$(BIN)/python -m pytest -n 2 --dist worksteal
 
-# The unit tests only: no CLI runs, Lightning fits, subprocesses or learning runs (markers in pyproject.toml).
+# The unit tests only: no CLI runs, Lightning fits, subprocesses or learning runs (markers in pyproject.toml),
+# on the same two workers.
 test-fast: install
-	$(BIN)/python -m pytest -m "not e2e and not slow"
+	$(BIN)/python -m pytest -n 2 --dist worksteal -m "not e2e and not slow"
 
 # ruff over the repository; mypy over the package, as [tool.mypy] in pyproject.toml configures it.
 lint: install

@@ -210,6 +210,7 @@ FLAWED = [
 ]
 
 
+@pytest.mark.slow  # the kit over every flaw in the catalogue: each alone is fast
 @pytest.mark.parametrize(
     "cls, values, check, prop, evidence, right", FLAWED, ids=[row[0].__name__ for row in FLAWED]
 )

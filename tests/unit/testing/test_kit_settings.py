@@ -424,6 +424,7 @@ CAUGHT = [
 ]
 
 
+@pytest.mark.slow  # the kit over every flaw in the catalogue: each alone is fast
 @pytest.mark.parametrize(
     "cls, check, where, message, also, hidden", CAUGHT, ids=[row[0].__name__ for row in CAUGHT]
 )

@@ -31,6 +31,7 @@ def without_hydra(cfg: DictConfig) -> dict:
     return found
 
 
+@pytest.mark.slow  # composes every job of a sweep twice, through Hydra and through preflight
 def test_a_job_of_shared_choices_gets_the_config_hydra_composes_for_it() -> None:
     registry.load_all()
     with hydra.initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
