@@ -308,8 +308,10 @@ def check_arms(
                 refused[(task, arm.label)] = str(error)
                 continue
             hosted[task].append(arm)
-        if not hosted[task]:
-            raise ConfigError(f"suite task {task}: no arm can run: {refused[(task, arms[0].label)]}")
+        if not hosted[task]:  # said by the arm the task is judged against, where it is one
+            reference = next((a for a in (spec.get("baseline"), cfg.baseline) if (task, a) in refused), None)
+            why = refused[(task, reference or arms[0].label)]
+            raise ConfigError(f"suite task {task}: {why} (no arm can run)")
         if (task, spec.get("baseline")) in refused:
             raise ConfigError(
                 f"suite task {task}: baseline={spec.baseline} cannot run here: "

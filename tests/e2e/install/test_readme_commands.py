@@ -301,7 +301,7 @@ def assert_compare_composes(argv: list[str]) -> None:
     cfg = compose_compare(request.compare)
     candidate = candidate_arm(cfg, request.candidate)
     baseline = Arm(cfg.baseline, (f"attention={cfg.baseline}",))
-    hosted, _ = check_arms(cfg, [baseline, candidate], request.runs)
+    hosted, _, _ = check_arms(cfg, [baseline, candidate], request.runs)
     assert any(candidate in task_arms for task_arms in hosted.values())
 
 

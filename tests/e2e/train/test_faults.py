@@ -427,7 +427,8 @@ def test_a_non_finite_loss_fails_the_run_at_its_step(
         "class DivergingScore(DotScore):\n"
         "    calls = 0\n\n"
         "    def forward(self, query, keys):\n"
-        "        self.calls += self.training\n"
+        "        if self.training and len(query) > 4:  # a run's batch, not the kit's 1-3 rows\n"
+        "            self.calls += 1\n"
         "        scores = super().forward(query, keys)\n"
         "        return scores * float('nan') if self.calls > 20 else scores\n"
     )
