@@ -128,10 +128,22 @@ def commit() -> dict[str, Any] | None:
 
 
 def command() -> str:
-    """The command line that runs this script, from the repository root."""
-    script = Path(sys.argv[0]).resolve()
-    shown = script.relative_to(REPO) if script.is_relative_to(REPO) else script
-    return shlex.join(["python", str(shown), *sys.argv[1:]])
+    """The command line that runs this script, from the repository root; a folder outside the repository
+    (another checkout, a scratch folder) by what it is, not by this machine's path."""
+    return shlex.join(["python", shown(str(Path(sys.argv[0]).resolve())), *map(shown, sys.argv[1:])])
+
+
+def shown(arg: str) -> str:
+    """An argument as a results file records it: a path in the repository relative to it; one outside as
+    `<checkout of SHA>` when it is a git checkout, else `<folder>`; anything else as given."""
+    path = Path(arg)
+    if not path.is_absolute() or not path.exists():
+        return arg
+    path = path.resolve()
+    if path.is_relative_to(REPO):
+        return str(path.relative_to(REPO))
+    sha = subprocess.run(["git", "rev-parse", "HEAD"], cwd=path, capture_output=True, text=True).stdout
+    return f"<checkout of {sha[:10]}>" if sha.strip() else "<folder>"
 
 
 def table(header: Sequence[str], rows: Sequence[Sequence[Any]], right_from: int | None = None) -> dict:
