@@ -18,6 +18,7 @@ from attnx.cli import Needs, unmet
 from attnx.compare.plan import WEIGHT_DECAY, Arm
 from attnx.compare.scores import SELECTIONS
 from attnx.config.compose import (
+    CONF_DIR,
     ConfigError,
     check_choice,
     check_group_choices,
@@ -27,6 +28,7 @@ from attnx.config.compose import (
     group_options,
 )
 from attnx.config.resolved import ResolvedRun
+from attnx.config.session import session
 
 
 class Given(NamedTuple):
@@ -285,14 +287,20 @@ def check_runs(cfg: DictConfig, runs: list[str], suite: str) -> None:
                 )
 
 
-def check_arms(
-    cfg: DictConfig, arms: list[Arm], runs: list[str]
-) -> tuple[dict[str, list[Arm]], dict[tuple[str, str], str], dict[tuple[str, str], ResolvedRun]]:
+Hosting = tuple[dict[str, list[Arm]], dict[tuple[str, str], str], dict[tuple[str, str], ResolvedRun]]
+
+
+def check_arms(cfg: DictConfig, arms: list[Arm], runs: list[str]) -> Hosting:
     """Per task, the arms whose composed config validates; the others with the one line that says why
     (`attention=none: NoAttention cannot be a causal self-attention layer ...`); and every hosted (task,
     arm)'s resolved run, which matching reads again rather than composing it anew. A config the user got
     wrong for every arm (a mistyped key) is an error, not a row of refusals; so is a task whose metric
     its runs never log, a width key its config lacks, or data longer than its models take."""
+    with session(CONF_DIR):  # the (task, arm) pairs share what Hydra loads
+        return _check_arms(cfg, arms, runs)
+
+
+def _check_arms(cfg: DictConfig, arms: list[Arm], runs: list[str]) -> Hosting:
     from attnx.config.validation import validate
 
     hosted: dict[str, list[Arm]] = {}

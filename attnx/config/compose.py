@@ -305,10 +305,12 @@ def compose(
     with any `???` left unset reported as a ConfigError naming the key (unless not `require_values`)."""
     import hydra
 
+    from attnx.config.session import session
+
     registry.load_all()  # every plugin's config group entry, as the CLI has them
 
     try:
-        with hydra.initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+        with session(CONF_DIR):  # the caller's, where one is open (many compositions share its cache)
             cfg = hydra.compose(
                 "train",
                 [*renamed_keys(overrides), *search_path_override()],

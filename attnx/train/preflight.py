@@ -11,7 +11,8 @@ of drawn values, are checked by its trial when it runs.
 
 Each job gets what a run checks before it builds any data: `attnx.config.validation.validate`, the task's
 constructor among it (its own argument checks: `task.min_len <= task.max_len`). The jobs share one Hydra
-initialisation; `validate` imports Lightning once, for the Trainer's signature.
+initialisation and what it loads (`attnx.config.session`); `validate` imports Lightning once, for the
+Trainer's signature.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from attnx.config.compose import (
     search_path_override,
 )
 from attnx.config.resolved import ResolvedRun
+from attnx.config.session import session
 
 BASIC = "hydra._internal.core_plugins.basic_sweeper.BasicSweeper"
 PLAN = "hydra_plugins.attnx_plan_sweeper.plan_sweeper.PlanSweeper"
@@ -45,11 +47,10 @@ USER_ERRORS = (ConfigError, ValueError, registry.RegistryError, OmegaConfBaseExc
 def check_sweep(parsed: list[Any], hydra_cfg: DictConfig) -> None:
     """Compose and check every job of the sweep that the command line's overrides (`parsed`) and its
     first job's `hydra` node describe; a ConfigError naming the first job that fails, and why."""
-    import hydra
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
-    with hydra.initialize_config_dir(config_dir=CONF_DIR, version_base="1.3"):
+    with session(CONF_DIR):
         # with the config loader: a glob of a group's options (`attention=glob(*)`) lists them
         parser = OverridesParser.create(config_loader=GlobalHydra.instance().config_loader())
         shared = [*(o.input_line for o in parsed if o.is_hydra_override()), *search_path_override()]
