@@ -4,7 +4,7 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: install run test test-fast lint bench data chromium clean
+.PHONY: install run test test-fast test-engines lint bench data chromium clean
 
 install: $(STAMP)
 
@@ -24,9 +24,15 @@ run: install
 
 # Both in random order (pytest-randomly; the last line of the output names the seed to repeat it), on two
 # worker processes (pytest-xdist; an idle worker steals queued tests): the end-to-end runs use one torch
-# thread each, so two cores run two.
+# thread each, so two cores run two. The `engines` tests (Inductor's compiles, SLURM, DDP) are
+# `test-engines`': CI runs both.
 test: install
-	$(BIN)/python -m pytest -n 2 --dist worksteal
+	$(BIN)/python -m pytest -n 2 --dist worksteal -m "not engines"
+
+# What drives an engine beyond the test process, a minute a test: Inductor's C++ compile, a SLURM
+# cluster (skipped without one), DDP's two processes.
+test-engines: install
+	$(BIN)/python -m pytest -n 2 --dist worksteal -m engines
 
 # The unit tests only: no CLI runs, Lightning fits, subprocesses or learning runs (markers in pyproject.toml),
 # on the same two workers.

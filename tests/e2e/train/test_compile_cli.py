@@ -17,6 +17,7 @@ from helpers.tiny import TINY, TINY_RNN, results, train
 COMPILED = [*TINY_RNN, *TINY, "attention=additive", "compile=true"]
 
 
+@pytest.mark.engines  # Inductor compiles both regions cold, in a folder of its own
 def test_a_sweeps_runs_share_the_compile_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     # the sweep's job runs in this process and points Inductor at its folder: restored afterwards
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "before"))

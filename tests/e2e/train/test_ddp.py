@@ -19,6 +19,8 @@ from attnx.track import sweep
 from helpers.paths import TESTS
 from helpers.tiny import TINY, TINY_MODEL, TINY_RNN, completed, sizes
 
+pytestmark = pytest.mark.engines  # two processes, each importing Lightning, in a gloo process group
+
 # Reversing 2-3 symbols: half the validation sequences right after 2 epochs, so the metrics compared
 # below are far from both chance and perfection. No dropout: the two runs then do the same arithmetic.
 LEARNS = [

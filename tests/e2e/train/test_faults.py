@@ -234,6 +234,7 @@ def test_a_run_stopped_anywhere_resumes_to_an_uninterrupted_runs_metrics_and_val
     assert Path(f"{run}.validations").read_text() == history  # each epoch validated once, none skipped
 
 
+@pytest.mark.engines  # Inductor compiles both regions, twice
 def test_a_compiled_run_stopped_mid_epoch_resumes_to_an_uninterrupted_compiled_runs_metrics(
     tmp_path: Path,
 ) -> None:

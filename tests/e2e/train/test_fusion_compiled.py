@@ -20,6 +20,8 @@ from attnx.testing import projection_loss
 
 from helpers.regions import ENCODER, REGION, VOCAB, batch, decoder
 
+pytestmark = pytest.mark.engines  # each compiles with Inductor
+
 
 def train_losses(dec: RNNDecoder, batches: list[tuple[EncoderOutput, torch.Tensor]]) -> list[float]:
     """Losses of 20 Adam steps over `batches` (cycled), seeded alike for every model trained."""

@@ -26,7 +26,7 @@ from test_sweeps import EXPLODING
 from helpers.paths import REPO, TESTS
 from helpers.tiny import TINY, TINY_MODEL, TINY_RNN, completed, results, sizes
 
-pytestmark = pytest.mark.slurm
+pytestmark = [pytest.mark.slurm, pytest.mark.engines]
 ROOT = REPO
 SCRIPT = ROOT / "scripts" / "slurm-local.sh"
 SWEEP_TIMEOUT_S = 400  # submitit waits for a job's result file: a job that died without one would hang it
