@@ -6,12 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from helpers.tiny import results, train
+from helpers.tiny import NO_HEATMAPS, results, train
 
 pytestmark = pytest.mark.slow
 
+# no heatmaps: drawing them at test end took a third of the longer run
 SMALL = ["encoder.embed_dim=32", "encoder.hidden_dim=64", "decoder.embed_dim=32", "decoder.hidden_dim=64",
-         "task.val_size=100", "task.test_size=100"]  # fmt: skip
+         "task.val_size=100", "task.test_size=100", *NO_HEATMAPS]  # fmt: skip
 
 
 def metrics(root: Path) -> dict[str, dict[str, float]]:
