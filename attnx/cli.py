@@ -30,6 +30,10 @@ COMMANDS = {
     ),
     "dashboard": ("attnx.dashboard", "start TensorBoard on a sweep or run folder and print its URL"),
     "sync": ("attnx.sync", "upload a sweep's offline W&B runs (wandb sync)"),
+    "store": (
+        "attnx.store.cli",
+        "the run store compare reuses finished runs from: `store ls`, `store prune --older-than 30d`",
+    ),
     "bench": ("attnx.bench.cli", "time, memory and FLOPs of attention mechanisms vs sequence length"),
     "plugins": (
         "attnx.plugins",

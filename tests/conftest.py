@@ -51,6 +51,13 @@ def _torch_flags() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
+def _own_run_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test's `store=auto` (every compare's default) is a store of its own: runs stored by one test
+    must not stand in for the runs another trains, nor land in the user's cache."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture(autouse=True)
 def _fresh_joblib_workers() -> Iterator[None]:
     """Loky keeps a joblib sweep's worker processes for the next sweep in this process, with the
     environment and folder they started in: a test's ATTNX_PLUGIN_PATH or working folder would reach

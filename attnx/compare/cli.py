@@ -50,7 +50,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
-from attnx.compare.checks import check_alone, check_arms, check_keys, check_runs
+from attnx.compare.checks import check_alone, check_arms, check_runs
+from attnx.compare.keys import check_keys
 from attnx.compare.matching import Matched, state_bytes, with_matched_widths
 from attnx.compare.phases import inference_ms, launch, mechanism_of
 from attnx.compare.plan import Arm, final_jobs, search_jobs, with_best_rates
@@ -82,6 +83,7 @@ COMPARE_KEYS = (
     "discrimination",
     "alpha",
     "family",
+    "store",
 )
 
 
@@ -119,7 +121,7 @@ def main(argv: list[str]) -> int:
         if any(o.startswith("compile_cache=") for o in request.runs)
         else [f"compile_cache={out / 'compile_cache'}"]
     )
-    runs = [*request.runs, *launcher_override(cfg, request.runs), "resume=auto", *cache]
+    runs = [*request.runs, *launcher_override(cfg, request.runs), "resume=auto", *cache, *store_override(cfg)]
     print(
         f"attnx compare: {candidate.label} on suite {suite} ({', '.join(cfg.tasks)}), into {out}", flush=True
     )
@@ -234,6 +236,14 @@ def candidate_arm(cfg: DictConfig, overrides: list[str]) -> Arm:
         raise ConfigError(f"{overrides[0]}: set attention=NAME or score=NAME first")
     score = registry.registry("score").canonical(chosen["score"])
     return Arm(f"{cfg.score_host}+{score}", (f"attention={cfg.score_host}", *overrides), candidate=True)
+
+
+def store_override(cfg: DictConfig) -> list[str]:
+    """Every run's `store=`: the store's folder as every worker must find it (`auto` resolved here)."""
+    from attnx.store.runs import root_of
+
+    root = root_of(cfg.store)
+    return [] if root is None else [f"store={root.resolve()}"]
 
 
 def launcher_override(cfg: DictConfig, runs: list[str]) -> list[str]:

@@ -44,7 +44,32 @@ def protocol_section(study: CompareStudy, runs: Sequence[dict[str, Any]]) -> Sec
         parts += grid_parts(cfg, runs)
     if study.matched or study.unmatched:
         parts += matched_parts(study)
+    parts += store_parts(cfg, runs)
     return Section("Protocol", parts)
+
+
+def store_parts(cfg: DictConfig, runs: Sequence[dict[str, Any]]) -> list[str | Table | Image]:
+    """Per arm, how many of its runs the run store gave (not trained by this compare), and from which attnx
+    and when they were stored."""
+    if cfg.store is None:
+        return ["**Run store**: off (`store=null`): every run was trained by this compare."]
+    counts: dict[str, list[int]] = {}
+    origins: dict[str, set[str]] = {}
+    for run in runs:
+        label = run["labels"]["mechanism"]
+        stored = run.get("stored")
+        counts.setdefault(label, [0, 0])[0 if stored else 1] += 1
+        if stored:
+            origins.setdefault(label, set()).add(f"attnx {stored['attnx']}, {stored['stored'][:10]}")
+    body = [
+        [label, str(got), str(trained), "; ".join(sorted(origins.get(label, ()))) or "–"]
+        for label, (got, trained) in counts.items()
+    ]
+    return [
+        f"**Run store** (`store={cfg.store}`): a run whose key (its config, attnx's source, its plugins' "
+        "files, torch, the machine, its data) was stored is taken from the store, not trained again.",
+        Table(["mechanism", "from the store", "trained here", "stored by"], body, right_from=1),
+    ]
 
 
 def grid_parts(cfg: DictConfig, runs: Sequence[dict[str, Any]]) -> list[str | Table | Image]:

@@ -21,13 +21,13 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-from attnx.compare.checks import FAMILIES
 from attnx.compare.conclusions import (
     capability_section,
     convergence_section,
     discrimination_section,
     ranking,
 )
+from attnx.compare.keys import FAMILIES
 from attnx.compare.matching import Matched
 from attnx.compare.plan import Arm, Job
 from attnx.compare.protocol_section import measure, protocol_section

@@ -139,6 +139,7 @@ class TrainConfig:
     compile_cache: Optional[str] = MISSING  # noqa: UP045
     paired_embeddings: bool = MISSING
     resume: Optional[str] = MISSING  # noqa: UP045 - OmegaConf needs typing.Optional
+    store: Optional[str] = MISSING  # noqa: UP045
     ckpt_path: Optional[str] = MISSING  # noqa: UP045
     test: bool = MISSING
     optimized_metric: str = MISSING
@@ -211,7 +212,7 @@ class DiscriminationConfig:
 class CompareConfig:
     """`attnx compare`'s config (conf/compare.yaml and a suite from conf/suite/)."""
 
-    seeds: Any = MISSING  # a count n (seeds 0..n-1) or a list of distinct seeds: attnx.compare.checks
+    seeds: Any = MISSING  # a count n (seeds 0..n-1) or a list of distinct seeds: attnx.compare.keys
     mechanisms: list[str] = MISSING
     baseline: str = MISSING
     score_host: str = MISSING
@@ -224,6 +225,7 @@ class CompareConfig:
     discrimination: DiscriminationConfig = MISSING
     alpha: float = MISSING  # the verdicts' level (attnx.report.verdicts)
     family: str = MISSING  # where Holm's family ends: task | suite
+    store: Optional[str] = MISSING  # noqa: UP045 - the run store: auto | DIR | null (attnx.store.runs)
 
 
 def store() -> None:

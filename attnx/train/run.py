@@ -37,7 +37,7 @@ from attnx.config.resolved import PLUMBING, ResolvedRun, thawed
 from attnx.config.validation import validate
 from attnx.track import sweep
 from attnx.track.lock import RunFolderBusy, RunLock
-from attnx.track.results import CHOICES, Record, completed
+from attnx.track.results import CHOICES, Record, completed, unwritable
 from attnx.track.signals import Interrupted, Signals
 from attnx.train import distributed
 from attnx.train.assemble import assemble, checkpoint_dir
@@ -96,10 +96,36 @@ def train(cfg: DictConfig) -> float | None:
         _save_config(cfg, hc, output_dir)
         with Signals() as signals:
             sweep.running(True)
-            return _run(cfg, hc, output_dir, multirun, signals, lead=True)
+            return _stored_or_run(cfg, hc, output_dir, multirun, signals)
     finally:
         sweep.running(False)
         lock.release()
+
+
+def _stored_or_run(cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, signals: Signals) -> Any:
+    """With `store=` set, the stored run of this run's key instead of training it, or the run trained and
+    then stored; a second process wanting the same key waits for the first (attnx.store.runs)."""
+    from attnx.store.key import run_key
+    from attnx.store.runs import Store, root_of
+
+    root = root_of(cfg.get("store"))
+    several = "ddp" in str(cfg.trainer.get("strategy")) or int(cfg.trainer.get("num_nodes") or 1) > 1
+    if several and root is not None:  # every rank would have to take the stored run alike: they train
+        log.warning("store=%s: a DDP run is neither looked up nor stored", cfg.store)
+    if root is None or several or completed(output_dir) is not None:  # a finished run: resume=auto's
+        return _run(cfg, hc, output_dir, multirun, signals, lead=True)
+    why = unwritable(root)
+    if why is not None:
+        raise UserError(f"store={cfg.store}: cannot write to {root} ({why})")
+    store, key = Store(root), run_key(cfg)
+    with store.claim(key):
+        record = store.fetch(key, output_dir, list(hc.overrides.task))
+        if record is not None:
+            log.info("run store: %s is stored run %s (%s), not trained again", output_dir, key.hex[:12], root)
+            return record["metrics"].get(cfg.optimized_metric)
+        result = _run(cfg, hc, output_dir, multirun, signals, lead=True)
+        store.put(key, output_dir)
+        return result
 
 
 def _run(

@@ -30,6 +30,7 @@ LAYERS = {
     "attnx.dashboard": 4,
     "attnx.sync": 4,
     "attnx.plugins": 4,
+    "attnx.store": 4,
     "attnx.cli": 4,
 }
 

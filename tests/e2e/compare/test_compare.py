@@ -186,8 +186,9 @@ def test_a_compare_killed_with_sigkill_resumes_without_retraining_finished_runs(
 @pytest.mark.parametrize("name", sorted(p.stem for p in (REPO / "conf" / "suite").glob("*.yaml")))
 def test_every_shipped_suite_composes_and_every_task_hosts_its_mechanisms(name: str) -> None:
     from attnx import registry
-    from attnx.compare.checks import check_arms, check_keys
+    from attnx.compare.checks import check_arms
     from attnx.compare.cli import compose_compare
+    from attnx.compare.keys import check_keys
     from attnx.compare.plan import Arm
 
     registry.load_all()

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
-from attnx.compare.checks import seed_list
 from attnx.compare.discrimination import discrimination
+from attnx.compare.keys import seed_list
 from attnx.compare.plan import Arm, Job, val_twin
 from attnx.config.compose import ConfigError
 from attnx.nn.attention import hosts_attention

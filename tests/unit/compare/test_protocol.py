@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 from omegaconf import DictConfig, OmegaConf
 
-from attnx.compare.checks import _check_protocol, _check_suite_tasks, _check_task, check_alone
+from attnx.compare.checks import _check_task, check_alone
+from attnx.compare.keys import _check_protocol, _check_suite_tasks
 from attnx.compare.matching import Matched, match_widths, state_of
 from attnx.compare.plan import WEIGHT_DECAY, Arm, final_jobs
 from attnx.compare.scores import capabilities, capability_scores, over_grid
