@@ -24,13 +24,13 @@ run: install
 
 # Both in random order (pytest-randomly; the last line of the output names the seed to repeat it), on two
 # worker processes (pytest-xdist; an idle worker steals queued tests): the end-to-end runs use one torch
-# thread each, so two cores run two. The `engines` tests (Inductor's compiles, SLURM, DDP) are
-# `test-engines`': CI runs both.
+# thread each, so two cores run two. The `engines` tests (Inductor's compiles, SLURM, DDP, launcher
+# worker pools) are `test-engines`': CI runs both.
 test: install
 	$(BIN)/python -m pytest -n 2 --dist worksteal -m "not engines"
 
-# What drives an engine beyond the test process, a minute a test: Inductor's C++ compile, a SLURM
-# cluster (skipped without one), DDP's two processes.
+# What drives an engine beyond the test process, tens of seconds a test: Inductor's C++ compile, a SLURM
+# cluster (skipped without one), DDP's two processes, joblib's and submitit's worker processes.
 test-engines: install
 	$(BIN)/python -m pytest -n 2 --dist worksteal -m engines
 

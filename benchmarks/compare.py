@@ -85,6 +85,7 @@ def study(candidate: str, suite: str, overrides: list[str], root: Path) -> dict[
             "runs": len(runs),
             "completed": len(completed),
             "train_minutes": sum(r.get("train_seconds") or 0 for r in completed) / 60,
+            "stored": sum("stored" in r for r in completed),  # taken from the run store, not trained here
             "load_before": load,
             "load_after": load_after,
             "tasks": int(line["tasks"]),
@@ -93,6 +94,15 @@ def study(candidate: str, suite: str, overrides: list[str], root: Path) -> dict[
             "discriminating": sum(row[-1] == "passes" for row in discrimination),
         },
     }
+
+
+def same_classic(first: dict[str, Any], other: dict[str, Any]) -> str:
+    """Whether `other`'s Ranking gives the classic arms the first compare's mean (95% CI) on every task."""
+    header, rows = first["report"]["Ranking"][0]
+    tasks = len(header) - 3
+    mine = {row[0]: row[1 : 1 + tasks] for row in rows if row[0] != first["candidate"]}
+    theirs = {row[0]: row[1 : 1 + tasks] for row in other["report"]["Ranking"][0][1] if row[0] in mine}
+    return "identical" if theirs == {k: v for k, v in mine.items() if k in theirs} else "**differ**"
 
 
 def ranking(studies: list[dict[str, Any]]) -> dict:
@@ -227,6 +237,8 @@ def main() -> int:
         ["training time summed over runs", *(f"{s['values']['train_minutes']:.1f} min" for s in studies)],
         ["load average (1 min) before, after"]
         + [f"{s['values']['load_before']:.1f}, {s['values']['load_after']:.1f}" for s in studies],
+        ["of which taken from the run store", *(f"{s['values']['stored']}" for s in studies)],
+        ["classic arms' means as the first compare's", *(same_classic(studies[0], s) for s in studies)],
         ["launched again (wall), nothing to train", *(f"{s['values']['again']:.1f} s" for s in studies)],
         ["tasks passing the discrimination rule"]
         + [f"{s['values']['discriminating']}/{s['values']['tasks']}" for s in studies],

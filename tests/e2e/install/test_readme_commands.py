@@ -38,6 +38,7 @@ import subprocess
 import sys
 from collections.abc import Collection, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
@@ -233,7 +234,13 @@ def needs_vader(line: Line) -> bool:
     return registry.registry("task").entry(task).cls.__module__ == "attnx.tasks.vader"
 
 
-@pytest.mark.parametrize("line", [line for line in RUN if not set(flags(line)) - {"-m"}], ids=str)
+def engine(line: Line) -> Any:
+    """A line that trains with DDP's processes (`trainer=ddp_cpu`) belongs to `make test-engines`."""
+    ddp = any(o.startswith("trainer=ddp") for o in overrides(line))
+    return pytest.param(line, marks=pytest.mark.engines) if ddp else line
+
+
+@pytest.mark.parametrize("line", [engine(line) for line in RUN if not set(flags(line)) - {"-m"}], ids=str)
 def test_train_line_runs_shorter_than_one_epoch(line: Line, launch: Path, small_runs: SmallRuns) -> None:
     if needs_vader(line):
         vader_or_skip()

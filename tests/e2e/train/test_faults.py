@@ -301,7 +301,7 @@ def test_a_second_run_in_a_busy_folder_is_refused_and_a_killed_run_is_listed_as_
     assert f"from pid {holder.pid}" in (run / "train.log").read_text()  # the stale lock, taken over
 
 
-@pytest.mark.slow  # the launcher's two workers import Lightning afresh
+@pytest.mark.engines  # joblib's process pool: its two workers import Lightning afresh
 def test_a_sweep_killed_with_sigkill_stops_its_workers_and_resumes_to_uninterrupted_runs_metrics(
     tmp_path: Path, uninterrupted: dict[str, float]
 ) -> None:

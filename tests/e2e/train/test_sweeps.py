@@ -39,6 +39,7 @@ class SweepBilinear(Score):
 '''
 
 
+@pytest.mark.engines  # joblib's process pool, its workers importing Lightning
 def test_joblib_sweep_runs_a_plugin_score_in_worker_processes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -68,6 +69,7 @@ def test_joblib_sweep_runs_a_plugin_score_in_worker_processes(
     assert all(pid != str(os.getpid()) and threads == "1" for pid, threads in built[launched:])
 
 
+@pytest.mark.engines  # submitit's job process, importing Lightning
 def test_submitit_local_runs_a_job_in_its_own_process(tmp_path: Path) -> None:
     launcher = ["hydra/launcher=submitit_local", "hydra.launcher.timeout_min=5"]
     train(tmp_path, *launcher, "attention=additive", *TINY_RNN, *TINY, sweep=True)
