@@ -37,7 +37,9 @@ mechanisms, on a suite of tasks, over seeds, in one command.
    `attnx.compare.discrimination`): a pair of the classic arms that host attention told apart.
 
 Everything lands in `out` (default `compare/<suite>/<candidate>`): `lr_search/`, `runs/`, `bench/`, and
-the report. The same command launched again continues the same compare.
+the report. The same command launched again continues the same compare. `tasks=[a,b]` runs a subset of the
+suite's tasks. Every run is first looked up in the run store (`store=auto`, a folder, or null:
+`attnx.store.runs`): a run trained once, by any compare, is taken from there, not trained again.
 """
 
 from __future__ import annotations
@@ -47,7 +49,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attnx import registry
 from attnx.compare.checks import check_alone, check_arms, check_runs
@@ -55,6 +57,7 @@ from attnx.compare.keys import check_keys
 from attnx.compare.matching import Matched, state_bytes, with_matched_widths
 from attnx.compare.phases import inference_ms, launch, mechanism_of
 from attnx.compare.plan import Arm, final_jobs, search_jobs, with_best_rates
+from attnx.compare.verify import verify
 from attnx.config.compose import ConfigError, one_line, search_path_override
 from attnx.report.document import slug
 
@@ -84,6 +87,7 @@ COMPARE_KEYS = (
     "alpha",
     "family",
     "store",
+    "verify",
 )
 
 
@@ -103,7 +107,9 @@ def main(argv: list[str]) -> int:
     try:
         registry.load_all()
         request = split(argv)
+        chosen, request.compare = narrowing(request.compare)
         cfg = compose_compare(request.compare)
+        left_out = narrow(cfg, chosen, suite_name(request.compare))
         check_keys(cfg)
         check_alone(cfg, request.compare, request.candidate)
         suite = suite_name(request.compare)
@@ -136,6 +142,14 @@ def main(argv: list[str]) -> int:
     if cfg.protocol.match_params or cfg.protocol.match_state:
         jobs, matched, unmatched = with_matched_widths(jobs, cfg, resolved)
     failed += launch(out / "runs", cfg, jobs, runs)
+    differ = verify(out, cfg, jobs, runs)
+    if differ:
+        print(
+            f"attnx compare: verify={cfg.verify}: the run store's numbers differ from training them again:",
+            file=sys.stderr,
+        )
+        print("\n".join(f"  {line}" for line in differ), file=sys.stderr)
+        failed += len(differ)
     bench_ms = inference_ms(out / "bench", cfg, arms)
     state = state_bytes(jobs, resolved) if cfg.pareto == "state" else None
     from attnx.compare.report import CompareStudy, write_report
@@ -158,6 +172,7 @@ def main(argv: list[str]) -> int:
         unmatched,
         state,
         attending,
+        left_out,
     )
     written = write_report(study)
     print(f"attnx compare: wrote {', '.join(map(str, written))}")
@@ -195,6 +210,38 @@ def split(argv: list[str]) -> Request:
     if not request.candidate:
         raise ConfigError("name the candidate: attention=NAME (a mechanism) or score=NAME (a score)")
     return request
+
+
+def narrowing(compare: list[str]) -> tuple[list[str] | None, list[str]]:
+    """`tasks=[a,b]` (a list: a subset of the suite's tasks to run) apart from compare's other overrides; a
+    `tasks.NAME...` override edits the suite and stays."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    chosen, rest = None, []
+    for override, text in zip(OverridesParser.create().parse_overrides(compare), compare):
+        if override.key_or_group == "tasks" and isinstance(override.value(), list):
+            chosen = [str(name) for name in override.value()]
+        else:
+            rest.append(text)
+    return chosen, rest
+
+
+def narrow(cfg: DictConfig, chosen: list[str] | None, suite: str) -> list[str]:
+    """The suite's tasks cut to `chosen` (`tasks=[...]`); the names left out."""
+    if chosen is None:
+        return []
+    if not chosen:
+        raise ConfigError("tasks=[]: name at least one of the suite's tasks, or leave tasks= out")
+    unknown = [name for name in chosen if name not in cfg.tasks]
+    if unknown:
+        raise ConfigError(
+            f"tasks={chosen}: {unknown[0]} is not a task of suite {suite}; its tasks: {', '.join(cfg.tasks)}"
+        )
+    left_out = [name for name in cfg.tasks if name not in chosen]
+    with open_dict(cfg):
+        for name in left_out:
+            del cfg.tasks[name]
+    return left_out
 
 
 def compose_compare(overrides: list[str]) -> DictConfig:

@@ -51,7 +51,8 @@ def protocol_section(study: CompareStudy, runs: Sequence[dict[str, Any]]) -> Sec
 def store_parts(cfg: DictConfig, runs: Sequence[dict[str, Any]]) -> list[str | Table | Image]:
     """Per arm, how many of its runs the run store gave (not trained by this compare), and from which attnx
     and when they were stored."""
-    if cfg.store is None:
+    store = OmegaConf.select(cfg, "store", default=None)  # a compare from before the store had none
+    if store is None:
         return ["**Run store**: off (`store=null`): every run was trained by this compare."]
     counts: dict[str, list[int]] = {}
     origins: dict[str, set[str]] = {}
@@ -66,7 +67,7 @@ def store_parts(cfg: DictConfig, runs: Sequence[dict[str, Any]]) -> list[str | T
         for label, (got, trained) in counts.items()
     ]
     return [
-        f"**Run store** (`store={cfg.store}`): a run whose key (its config, attnx's source, its plugins' "
+        f"**Run store** (`store={store}`): a run whose key (its config, attnx's source, its plugins' "
         "files, torch, the machine, its data) was stored is taken from the store, not trained again.",
         Table(["mechanism", "from the store", "trained here", "stored by"], body, right_from=1),
     ]

@@ -62,6 +62,7 @@ class CompareStudy:
     unmatched: dict[str, str] = field(default_factory=dict)  # task -> why matching left it as configured
     state: dict[tuple[str, str], int | None] | None = None  # (task, arm) -> state bytes, when pareto=state
     attending: set[str] = field(default_factory=set)  # the arms whose mechanism hosts attention
+    left_out: list[str] = field(default_factory=list)  # the suite's tasks `tasks=[...]` left out
 
 
 def procedure(cfg: DictConfig) -> Procedure:
@@ -122,7 +123,8 @@ def intro(study: CompareStudy, runs: list[dict[str, Any]], base: Study) -> tuple
         [
             f"`{' '.join(study.command)}`",
             f"Suite **{study.suite}**: {len(cfg.tasks)} tasks, seeds {list(cfg.seeds)}, "
-            f"{done}/{len(study.jobs)} runs completed. Every arm of a task trains with the same seeds, so "
+            + (f"narrowed by `tasks=` (left out: {', '.join(study.left_out)}), " if study.left_out else "")
+            + f"{done}/{len(study.jobs)} runs completed. Every arm of a task trains with the same seeds, so "
             "the same data order, and with `paired_embeddings=true`, so the same initial embeddings where "
             f"the shapes agree; runs with the same seed are paired in the statistics. `{METRIC}` is each "
             "task's own metric (Suite, below).",

@@ -226,6 +226,7 @@ class CompareConfig:
     alpha: float = MISSING  # the verdicts' level (attnx.report.verdicts)
     family: str = MISSING  # where Holm's family ends: task | suite
     store: Optional[str] = MISSING  # noqa: UP045 - the run store: auto | DIR | null (attnx.store.runs)
+    verify: int = MISSING  # stored runs trained again to check the store (attnx.compare.verify)
 
 
 def store() -> None:

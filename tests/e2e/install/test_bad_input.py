@@ -357,6 +357,25 @@ CASES = [
     # compare: its own keys (typed by CompareConfig), the candidate, and what it sets itself
     ("compare", "name the candidate: attention=NAME (a mechanism) or score=NAME (a score)", None),
     ("compare attention=nope", "unknown attention 'nope'; did you mean 'none'?", None),
+    (
+        "compare attention=local_window store={text}/store",
+        "store={text}/store: cannot write to {text}/store",
+        None,
+    ),
+    (
+        "compare attention=local_window verify=-1",
+        "verify=-1: a count (>= 0) of stored runs to train again",
+        None,
+    ),
+    ("compare attention=local_window store=null verify=2", "verify=2: a count (>= 0) of stored runs", None),
+    (
+        "compare attention=local_window tasks=[reverse,nope]",
+        "nope is not a task of suite quick; its tasks: reverse, sentiment, mqar",
+        None,
+    ),
+    ("store prune", "prune needs --older-than AGE (e.g. 30d, 12h)", None),
+    ("store ls --older-than 3d", "--older-than chooses what prune removes: give the prune action too", None),
+    ("store prune --older-than 3x", "argument --older-than: invalid age (e.g. 30d) value: '3x'", None),
     ("compare score=nope", "unknown score 'nope'", None),
     ("compare attention=local_window suite=quik", "unknown suite 'quik'; did you mean 'quick'?", None),
     ("compare attention=local_window protocol.lr_search=maybe", "protocol.lr_search=maybe", None),

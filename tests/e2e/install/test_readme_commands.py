@@ -110,7 +110,7 @@ REPORT_INPUTS = {
 BENCH_CSV = "outputs/bench/bench.csv"  # made by a tiny `attnx bench` of the mechanisms the sweeps compare
 # each sample output (by its results block) -> the README train line whose sweep `attnx report` prints it
 SAMPLES = {"quickstart.json output": "attnx train -m experiment=quickstart"}  # `make run`
-CHECKED = {("attnx", "train"), ("attnx", "report"), ("attnx", "compare"), ("make",)}
+CHECKED = {("attnx", "train"), ("attnx", "report"), ("attnx", "compare"), ("attnx", "store"), ("make",)}
 
 LINES = readme_lines()
 TRAIN = train_lines()
@@ -310,6 +310,13 @@ def assert_compare_composes(argv: list[str]) -> None:
     baseline = Arm(cfg.baseline, (f"attention={cfg.baseline}",))
     hosted, _, _ = check_arms(cfg, [baseline, candidate], request.runs)
     assert any(candidate in task_arms for task_arms in hosted.values())
+
+
+@pytest.mark.parametrize("line", by(("attnx", "store")), ids=str)
+def test_store_line_runs(line: Line, launch: Path) -> None:
+    """On the user's store (this test's own cache folder), as written."""
+    code, out, err = attnx(*line.words[1:])
+    assert code == 0 and out.startswith("run store "), err
 
 
 @pytest.mark.parametrize("line", by(("make",)), ids=str)

@@ -5,6 +5,7 @@ candidate's runs."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 import sys
@@ -159,3 +160,29 @@ def test_store_ls_and_prune_say_what_is_there(tmp_path: Path, capsys: pytest.Cap
     assert "removed 0 of 1 runs" in capsys.readouterr().out
     assert cli(["store", "prune", "--store", str(root), "--older-than", "0m"]) == 0
     assert "removed 1 of 1 runs" in capsys.readouterr().out
+
+
+def test_verify_trains_stored_runs_again_and_fails_on_a_number_that_differs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    (tmp_path / "conf" / "suite").mkdir(parents=True)
+    (tmp_path / "conf" / "suite" / "tiny.yaml").write_text(SUITE)
+    monkeypatch.setenv("ATTNX_CONFIG_PATH", str(tmp_path / "conf"))
+    root = tmp_path / "store"
+    one = [*ARGS, f"store={root}", "seeds=1", "attention=local_window"]
+    assert cli(["compare", *one, "attention.window=1", f"out={tmp_path / 'first'}"]) == 0
+    assert cli(["compare", *one, "attention.window=2", "verify=2", f"out={tmp_path / 'honest'}"]) == 0
+    assert len(list((tmp_path / "honest" / "verify").glob("*/results.json"))) == 2
+    # a stored record whose number was changed, its checksum with it: only training it again can tell
+    entry = next(e for e in (root / "entries").iterdir() if '"additive"' in (e / "results.json").read_text())
+    stored = read(entry / "results.json")
+    stored["metrics"]["test/exact_match"] += 0.25
+    (entry / "results.json").write_text(json.dumps(stored))
+    meta = read(entry / "entry.json")
+    meta["files"]["results.json"] = hashlib.sha256((entry / "results.json").read_bytes()).hexdigest()
+    (entry / "entry.json").write_text(json.dumps(meta))
+    capsys.readouterr()
+    assert cli(["compare", *one, "attention.window=3", "verify=2", f"out={tmp_path / 'lied'}"]) == 1
+    err = capsys.readouterr().err
+    assert "verify=2: the run store's numbers differ from training them again" in err
+    assert "reverse/additive/seed 0: test/exact_match stored" in err
