@@ -219,8 +219,9 @@ def narrowing(compare: list[str]) -> tuple[list[str] | None, list[str]]:
 
     chosen, rest = None, []
     for override, text in zip(OverridesParser.create().parse_overrides(compare), compare):
-        if override.key_or_group == "tasks" and isinstance(override.value(), list):
-            chosen = [str(name) for name in override.value()]
+        value = override.value()
+        if override.key_or_group == "tasks" and isinstance(value, list):
+            chosen = [str(name) for name in value]
         else:
             rest.append(text)
     return chosen, rest
