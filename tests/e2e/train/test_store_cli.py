@@ -7,11 +7,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from test_faults import ended, launch
 
 from attnx.cli import main as cli
 
@@ -44,15 +43,12 @@ def test_a_stored_run_is_taken_with_the_numbers_training_gives(tmp_path: Path) -
 
 def test_two_processes_wanting_one_run_train_it_once(tmp_path: Path) -> None:
     store = f"store={tmp_path / 'store'}"
-    command = [sys.executable, "-m", "attnx.cli", "train", *RUN, store]
     children = [
-        subprocess.Popen(
-            [*command, f"hydra.run.dir={tmp_path / name}"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
-        )
+        launch(["train", *RUN, store, f"hydra.run.dir={tmp_path / name}"], tmp_path / f"{name}.out")
         for name in ("a", "b")
-    ]
+    ]  # forked: both at once, Lightning imported already
     for child in children:
-        assert child.wait(300) == 0, child.stderr.read() if child.stderr else ""
+        ended(child, 0, seconds=300)
     a, b = record(tmp_path / "a"), record(tmp_path / "b")
     assert sorted("stored" in r for r in (a, b)) == [False, True]  # one trained, the other waited and took it
     assert a["metrics"] == b["metrics"]
