@@ -10,6 +10,7 @@ and `wandb.py` hold fixtures too: plugins here, so that any test can ask for the
 Markers are registered in pyproject.toml.
 """
 
+import hashlib
 import itertools
 import os
 import re
@@ -51,10 +52,14 @@ def _torch_flags() -> Iterator[None]:
 
 
 @pytest.fixture(autouse=True)
-def _own_run_store(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+def _own_run_store(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Each test's `store=auto` (every compare's default) is a store of its own: runs stored by one test
-    must not stand in for the runs another trains, nor land in the user's cache."""
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.mktemp("cache")))
+    must not stand in for the runs another trains, nor land in the user's cache. A folder named by the test,
+    made only by what writes there (`mktemp` for each of a thousand tests would scan the folder each time)."""
+    name = hashlib.sha1(request.node.nodeid.encode()).hexdigest()[:16]
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path_factory.getbasetemp() / "caches" / name))
 
 
 @pytest.fixture(autouse=True)

@@ -88,6 +88,7 @@ COMPARE_KEYS = (
     "family",
     "store",
     "verify",
+    "plan",
 )
 
 
@@ -134,13 +135,19 @@ def main(argv: list[str]) -> int:
     failed = 0
     jobs = final_jobs(cfg, hosted)
     search = search_jobs(cfg, hosted) if cfg.protocol.lr_search else []
-    if search:
+    if search and not cfg.plan:
         failed += launch(out / "lr_search", cfg, search, runs, search=True)
         jobs = with_best_rates(jobs, search, out / "lr_search", cfg)
     matched: dict[tuple[str, str], Matched] = {}
     unmatched: dict[str, str] = {}
     if cfg.protocol.match_params or cfg.protocol.match_state:
         jobs, matched, unmatched = with_matched_widths(jobs, cfg, resolved)
+    if cfg.plan:
+        from attnx.compare.preview import preview
+        from attnx.store.runs import root_of
+
+        print(preview(cfg, jobs, search, runs, root_of(cfg.store)))
+        return 0
     failed += launch(out / "runs", cfg, jobs, runs)
     differ = verify(out, cfg, jobs, runs)
     if differ:
@@ -183,6 +190,7 @@ def split(argv: list[str]) -> Request:
     """Compare's keys, the candidate's (`attention`, `score`, their fields) and the rest (Hydra's grammar)."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
+    argv = ["plan=true" if a == "--plan" else a for a in argv]  # the flag is the key's other spelling
     flags = [a for a in argv if a.startswith("-")]
     if flags:
         raise ConfigError(

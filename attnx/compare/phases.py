@@ -13,6 +13,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from attnx import registry
 from attnx.compare.plan import Arm, Job
+from attnx.compare.progress import Progress
 from attnx.report.document import slug
 
 log = logging.getLogger("attnx")
@@ -33,7 +34,10 @@ def launch(folder: Path, cfg: DictConfig, jobs: list[Job], runs: list[str], sear
     folder.mkdir(parents=True, exist_ok=True)
     plan = folder / "plan.yaml"
     OmegaConf.save(OmegaConf.create(planned), plan)
-    multirun(["hydra/sweeper=plan", f"hydra.sweeper.plan={plan}", f"hydra.sweep.dir={folder}", *runs])
+    hydra_lines = "hydra/hydra_logging=launch_file"  # Hydra's own lines: to folder/launch.log
+    sweep = ["hydra/sweeper=plan", f"hydra.sweeper.plan={plan}", f"hydra.sweep.dir={folder}", hydra_lines]
+    with Progress(folder, jobs, cfg):  # one line per finished run
+        multirun([*sweep, *runs])
     return sum(completed(folder / str(i)) is None for i in range(len(planned)))
 
 

@@ -227,6 +227,7 @@ class CompareConfig:
     family: str = MISSING  # where Holm's family ends: task | suite
     store: Optional[str] = MISSING  # noqa: UP045 - the run store: auto | DIR | null (attnx.store.runs)
     verify: int = MISSING  # stored runs trained again to check the store (attnx.compare.verify)
+    plan: bool = MISSING  # print what would run (attnx.compare.preview), train nothing
 
 
 def store() -> None:

@@ -13,6 +13,7 @@ from helpers.plugins import listing
 LOCAL_WINDOW_LACKS = ("causality", "permutation", "cached_decoding", "state", "reference")
 
 
+@pytest.mark.slow  # the whole kit over every shipped example plugin
 def test_shipped_example_plugins_pass_the_kit() -> None:
     load_all()
     gaussian, local = get("score", "gaussian"), get("attention", "local_window")

@@ -84,13 +84,25 @@ ARGS = [
 ]
 
 
-def test_a_second_candidate_trains_only_its_own_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_second_candidate_trains_only_its_own_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
     (tmp_path / "conf" / "suite").mkdir(parents=True)
     (tmp_path / "conf" / "suite" / "tiny.yaml").write_text(SUITE)
     monkeypatch.setenv("ATTNX_CONFIG_PATH", str(tmp_path / "conf"))
+    monkeypatch.chdir(tmp_path)
     store = f"store={tmp_path / 'store'}"
     first, second = tmp_path / "window1", tmp_path / "window2"
     assert cli(["compare", *ARGS, store, "attention=local_window", "attention.window=1", f"out={first}"]) == 0
+    # what the second would run: the classic arms' 4 runs are in the store, the candidate's 2 to train
+    capsys.readouterr()
+    assert cli(["compare", *ARGS, store, "attention=local_window", "attention.window=2", "--plan"]) == 0
+    planned = capsys.readouterr().out
+    rows = {cells[1]: cells[3:] for cells in table(planned, "| task | arm |")}
+    assert rows == {"none": ["2", "2", "0"], "additive": ["2", "2", "0"], "local_window": ["2", "0", "2"]}
+    assert "6 runs (0 of them the learning-rate search): 4 found in the run store at" in planned
+    assert "2 to train; one at a time: ~0:" in planned and "Nothing was trained (plan=true)." in planned
+    assert not (tmp_path / "compare").exists()  # its default folder: nothing written
     assert (
         cli(["compare", *ARGS, store, "attention=local_window", "attention.window=2", f"out={second}"]) == 0
     )

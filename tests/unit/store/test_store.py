@@ -4,15 +4,17 @@ a key."""
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from attnx.config.compose import compose
-from attnx.store.key import run_key
+from attnx.store.key import NO_NUMBER, run_key
 from attnx.store.runs import Store, root_of
 
 from helpers.plugins import imported
@@ -24,15 +26,34 @@ def key(*overrides: str) -> str:
     return run_key(compose([*RUN, *overrides])).hex
 
 
+@pytest.mark.slow  # Hydra compositions
 def test_the_key_changes_with_a_hyperparameter_the_seed_and_threads_not_with_paths_or_loggers() -> None:
-    same = key()
-    assert key() == same
-    for changed in ("encoder.hidden_dim=32", "seed=1", "threads=2", "optim.lr=0.01", "attention=dot"):
-        assert key(changed) != same, changed
-    for unchanged in ("logger=tensorboard", "resume=auto", "compile_cache=/x", "store=/elsewhere"):
-        assert key(unchanged) == same, unchanged
+    base = compose(RUN)
+    same = run_key(base).hex
+    assert run_key(compose(RUN)).hex == same  # composed again
+    for dotted, value in [
+        *(
+            ("encoder.hidden_dim", 32),
+            ("seed", 1),
+            ("threads", 2),
+            ("optim.lr", 0.01),
+            ("attention.name", "dot"),
+        ),
+        *(
+            ("logger", {"tensorboard": {}}),
+            ("resume", "auto"),
+            ("compile_cache", "/x"),
+            ("store", "/elsewhere"),
+        ),
+        *(("paths.output_dir", "/elsewhere"), ("ckpt_path", "/x.ckpt")),
+    ]:
+        cfg = copy.deepcopy(base)
+        OmegaConf.update(cfg, dotted, value, force_add=True)
+        changes = dotted.split(".")[0] not in NO_NUMBER
+        assert (run_key(cfg).hex != same) == changes, dotted
 
 
+@pytest.mark.slow  # Hydra compositions
 def test_the_key_holds_the_plugin_files_source_and_the_datas_files(
     tmp_path: Path, isolated_registries: None
 ) -> None:

@@ -1,0 +1,77 @@
+"""`attnx compare ... plan=true` (or `--plan`): what the compare would run, and nothing trained. Per task, its
+arms and seeds; the runs the run store already holds (each job's config composed as its job will compose it,
+then keyed: `attnx.store.key`) and those left to train; and an estimate of the time, from the wall time of
+the stored runs of the same task (none stored: no estimate).
+
+The key is computed on this machine: a launcher that runs the jobs on other machines (SLURM) keys them by
+theirs, so what this preview finds in the store is what a local launch would find. Under
+`protocol.lr_search` the final runs' rates are the search's to choose: they are counted at the configured
+rate, so a stored final run may be counted as one to train.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from attnx.compare.plan import Job
+from attnx.compare.progress import clock
+from attnx.config.compose import CONF_DIR, compose
+from attnx.config.session import session
+from attnx.table import markdown_table
+
+
+def preview(cfg: DictConfig, jobs: list[Job], search: list[Job], runs: list[str], root: Path | None) -> str:
+    """The plan as text: one row per (task, arm), then the totals."""
+    from attnx.store.key import run_key
+
+    phases = [("lr_search", job, True) for job in search] + [("runs", job, False) for job in jobs]
+    found: dict[tuple[str, str], list[int]] = {}  # (task, arm) -> [runs, stored]
+    seconds: dict[str, list[float]] = {}  # task -> wall seconds of its stored runs
+    with session(CONF_DIR):
+        for _, job, searching in phases:
+            counts = found.setdefault((job.task, job.arm.label), [0, 0])
+            counts[0] += 1
+            if root is None:
+                continue
+            key = run_key(compose([*runs, *job.overrides(cfg.tasks[job.task], searching)])).hex
+            stored = _wall_seconds(root / "entries" / key)
+            if stored is not None:
+                counts[1] += 1
+                seconds.setdefault(job.task, []).append(stored)
+    body = []
+    left = 0.0
+    unknown = False
+    for (task, label), (total, stored) in found.items():
+        seeds = sorted({job.seed for job in jobs if (job.task, job.arm.label) == (task, label)})
+        body.append([task, label, ",".join(map(str, seeds)), str(total), str(stored), str(total - stored)])
+        if total > stored and task not in seconds:
+            unknown = True
+        elif total > stored:
+            left += (total - stored) * sum(seconds[task]) / len(seconds[task])
+    total, stored = sum(c[0] for c in found.values()), sum(c[1] for c in found.values())
+    store = "no run store (store=null)" if root is None else f"the run store at {root}"
+    estimate = (
+        "no estimate (no run of a task left to train is in the store)" if unknown else f"~{clock(left)}"
+    )
+    table = markdown_table(["task", "arm", "seeds", "runs", "in the store", "to train"], body, right_from=3)
+    return "\n".join(
+        [
+            table,
+            "",
+            f"{total} runs ({len(search)} of them the learning-rate search): {stored} found in {store}, "
+            f"{total - stored} to train; one at a time: {estimate}. Nothing was trained (plan=true).",
+        ]
+    )
+
+
+def _wall_seconds(entry: Path) -> float | None:
+    """The stored run's wall seconds, when the store holds the entry (whole: `entry.json` last)."""
+    try:
+        record = json.loads((entry / "results.json").read_text())
+        json.loads((entry / "entry.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return float(record.get("wall_seconds") or record.get("train_seconds") or 0.0)
