@@ -128,7 +128,15 @@ def main(argv: list[str]) -> int:
         if any(o.startswith("compile_cache=") for o in request.runs)
         else [f"compile_cache={out / 'compile_cache'}"]
     )
-    runs = [*request.runs, *launcher_override(cfg, request.runs), "resume=auto", *cache, *store_override(cfg)]
+    quiet = ["summary=false"]  # a line per run from compare itself (compare.progress), not each run's table
+    runs = [
+        *request.runs,
+        *launcher_override(cfg, request.runs),
+        "resume=auto",
+        *cache,
+        *store_override(cfg),
+        *quiet,
+    ]
     print(
         f"attnx compare: {candidate.label} on suite {suite} ({', '.join(cfg.tasks)}), into {out}", flush=True
     )
@@ -221,15 +229,15 @@ def split(argv: list[str]) -> Request:
 
 
 def narrowing(compare: list[str]) -> tuple[list[str] | None, list[str]]:
-    """`tasks=[a,b]` (a list: a subset of the suite's tasks to run) apart from compare's other overrides; a
-    `tasks.NAME...` override edits the suite and stays."""
+    """`tasks=[a,b]` or `tasks=a` (a subset of the suite's tasks to run) apart from compare's other overrides;
+    a `tasks.NAME...` override edits the suite and stays."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     chosen, rest = None, []
     for override, text in zip(OverridesParser.create().parse_overrides(compare), compare):
         value = override.value()
-        if override.key_or_group == "tasks" and isinstance(value, list):
-            chosen = [str(name) for name in value]
+        if override.key_or_group == "tasks" and isinstance(value, (list, str)):
+            chosen = [value] if isinstance(value, str) else [str(name) for name in value]
         else:
             rest.append(text)
     return chosen, rest

@@ -17,7 +17,7 @@ from attnx.compare.progress import Progress
 from attnx.report.document import slug
 
 log = logging.getLogger("attnx")
-UNCHANGING = ("resume", "compile_cache")  # run keys that change no result
+UNCHANGING = ("resume", "compile_cache", "store", "summary")  # run keys that change no result
 
 
 def launch(folder: Path, cfg: DictConfig, jobs: list[Job], runs: list[str], search: bool = False) -> int:

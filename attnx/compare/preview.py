@@ -54,7 +54,7 @@ def preview(cfg: DictConfig, jobs: list[Job], search: list[Job], runs: list[str]
     total, stored = sum(c[0] for c in found.values()), sum(c[1] for c in found.values())
     store = "no run store (store=null)" if root is None else f"the run store at {root}"
     estimate = (
-        "no estimate (no run of a task left to train is in the store)" if unknown else f"~{clock(left)}"
+        "no estimate (the store holds no run of these tasks to time)" if unknown else f"~{clock(left)}"
     )
     table = markdown_table(["task", "arm", "seeds", "runs", "in the store", "to train"], body, right_from=3)
     return "\n".join(

@@ -139,6 +139,7 @@ class TrainConfig:
     compile_cache: Optional[str] = MISSING  # noqa: UP045
     paired_embeddings: bool = MISSING
     resume: Optional[str] = MISSING  # noqa: UP045 - OmegaConf needs typing.Optional
+    summary: bool = MISSING
     store: Optional[str] = MISSING  # noqa: UP045
     ckpt_path: Optional[str] = MISSING  # noqa: UP045
     test: bool = MISSING

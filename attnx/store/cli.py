@@ -27,6 +27,8 @@ def main(argv: list[str]) -> int:
         "--older-than", "chooses what prune removes", "the prune action", lambda a: a.action == "prune"
     )
     args = parser.parse_args(argv)
+    if args.store is not None and args.store.exists() and not args.store.is_dir():
+        parser.error(f"--store {args.store}: a file, not a run store's folder")
     store = Store(args.store or default_root())
     entries = store.entries()
     if args.action == "ls":

@@ -27,7 +27,7 @@ import attnx
 from attnx import registry
 
 # run keys that change no number the run records: where it writes, how it logs, whether it resumed
-NO_NUMBER = ("logger", "paths", "resume", "compile_cache", "ckpt_path", "store")
+NO_NUMBER = ("logger", "paths", "resume", "compile_cache", "ckpt_path", "store", "summary")
 KINDS = ("task", "encoder", "decoder", "attention", "score")  # a section named so, with a `name`, is a choice
 
 

@@ -122,6 +122,9 @@ def _stored_or_run(cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, s
         record = store.fetch(key, output_dir, list(hc.overrides.task))
         if record is not None:
             log.info("run store: %s is stored run %s (%s), not trained again", output_dir, key.hex[:12], root)
+            if cfg.summary:
+                _print_summary(record)
+                print(f"  taken from the run store ({root}): trained in {record['stored']['from']}")
             return record["metrics"].get(cfg.optimized_metric)
         result = _run(cfg, hc, output_dir, multirun, signals, lead=True)
         store.put(key, output_dir)
@@ -240,7 +243,7 @@ def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) 
         **judged,
     )
     record.write()
-    if record.lead:
+    if record.lead and cfg.summary:
         _print_summary(record)
     if cfg.optimized_metric not in record["metrics"]:  # else an Optuna study fails every trial, quietly
         log.warning(
@@ -360,9 +363,10 @@ def _print_summary(record: dict[str, Any]) -> None:
 
 
 def _same_run(before: list[str], now: list[str]) -> bool:
-    """A completed run is the same job when only `resume=` differs (e.g. a sweep launched again)."""
+    """A completed run is the same job when only keys that change none of its results differ (`resume=`: a
+    sweep launched again; `store=`, `summary=`: a compare folder from before they were set)."""
 
     def key(overrides: list[str]) -> list[str]:
-        return sorted(o for o in overrides if not o.startswith("resume="))
+        return sorted(o for o in overrides if not o.startswith(("resume=", "store=", "summary=")))
 
     return key(before) == key(now)

@@ -27,6 +27,7 @@ def test_a_line_per_finished_run_and_tasks_narrows_the_suite(
         r"seed 0: test/exact_match \d\.\d{4}, (converged|still improving|no convergence verdict) · \d+:\d\d"
     )
     assert all(re.search(outcome, line) for line in lines), lines
+    assert "run folder:" not in said.out  # the runs' own tables (summary=false): compare's line is theirs
     assert "[HYDRA]" not in said.out + said.err and "Launching" in (out / "runs" / "launch.log").read_text()
     runs = [json.loads(p.read_text()) for p in (out / "runs").glob("*/results.json")]
     assert {r["choices"]["task"] for r in runs} == {"reverse"} and len(runs) == 3  # none, additive, candidate

@@ -374,6 +374,8 @@ CASES = [
         None,
     ),
     ("store prune", "prune needs --older-than AGE (e.g. 30d, 12h)", None),
+    ("store ls --store {text}", "--store {text}: a file, not a run store's folder", None),
+    ("compare attention=local_window tasks=nope", "tasks=['nope']: nope is not a task of suite quick", None),
     ("store ls --older-than 3d", "--older-than chooses what prune removes: give the prune action too", None),
     ("store prune --older-than 3x", "argument --older-than: invalid age (e.g. 30d) value: '3x'", None),
     ("compare score=nope", "unknown score 'nope'", None),
