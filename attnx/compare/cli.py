@@ -39,7 +39,10 @@ mechanisms, on a suite of tasks, over seeds, in one command.
 Everything lands in `out` (default `compare/<suite>/<candidate>`): `lr_search/`, `runs/`, `bench/`, and
 the report. The same command launched again continues the same compare. `tasks=[a,b]` runs a subset of the
 suite's tasks. Every run is first looked up in the run store (`store=auto`, a folder, or null:
-`attnx.store.runs`): a run trained once, by any compare, is taken from there, not trained again.
+`attnx.store.runs`): a run trained once, by any compare, is taken from there, not trained again; `verify=K`
+trains K of those again to check (`attnx.compare.verify`). While a phase runs it prints a line per finished
+run (`attnx.compare.progress`); `plan=true` (`--plan`) prints what it would train instead
+(`attnx.compare.preview`).
 """
 
 from __future__ import annotations
