@@ -135,7 +135,11 @@ def command() -> str:
 
 def shown(arg: str) -> str:
     """An argument as a results file records it: a path in the repository relative to it; one outside as
-    `<checkout of SHA>` when it is a git checkout, else `<folder>`; anything else as given."""
+    `<checkout of SHA>` when it is a git checkout, else `<folder>`; an override's path (`store=DIR`) the same
+    way; anything else as given."""
+    key, equals, value = arg.partition("=")
+    if equals and not arg.startswith("-") and value.startswith("/"):
+        return f"{key}={shown(value)}"
     path = Path(arg)
     if not path.is_absolute() or not path.exists():
         return arg

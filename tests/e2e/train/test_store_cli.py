@@ -84,13 +84,17 @@ ARGS = [
 ]
 
 
-def test_a_second_candidate_trains_only_its_own_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
-) -> None:
+@pytest.fixture
+def tiny_suite(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`suite=tiny` (SUITE) in a config folder of this test's, which is also where it launches from."""
     (tmp_path / "conf" / "suite").mkdir(parents=True)
     (tmp_path / "conf" / "suite" / "tiny.yaml").write_text(SUITE)
     monkeypatch.setenv("ATTNX_CONFIG_PATH", str(tmp_path / "conf"))
     monkeypatch.chdir(tmp_path)
+
+
+@pytest.mark.usefixtures("tiny_suite")
+def test_a_second_candidate_trains_only_its_own_runs(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
     store = f"store={tmp_path / 'store'}"
     first, second = tmp_path / "window1", tmp_path / "window2"
     assert cli(["compare", *ARGS, store, "attention=local_window", "attention.window=1", f"out={first}"]) == 0
@@ -170,12 +174,10 @@ def test_store_ls_and_prune_say_what_is_there(tmp_path: Path, capsys: pytest.Cap
     assert "removed 1 of 1 runs" in capsys.readouterr().out
 
 
+@pytest.mark.usefixtures("tiny_suite")
 def test_verify_trains_stored_runs_again_and_fails_on_a_number_that_differs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+    tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
-    (tmp_path / "conf" / "suite").mkdir(parents=True)
-    (tmp_path / "conf" / "suite" / "tiny.yaml").write_text(SUITE)
-    monkeypatch.setenv("ATTNX_CONFIG_PATH", str(tmp_path / "conf"))
     root = tmp_path / "store"
     one = [*ARGS, f"store={root}", "seeds=1", "attention=local_window"]
     assert cli(["compare", *one, "attention.window=1", f"out={tmp_path / 'first'}"]) == 0
