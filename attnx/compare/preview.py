@@ -11,7 +11,6 @@ rate, so a stored final run may be counted as one to train.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from omegaconf import DictConfig
@@ -26,21 +25,23 @@ from attnx.table import markdown_table
 def preview(cfg: DictConfig, jobs: list[Job], search: list[Job], runs: list[str], root: Path | None) -> str:
     """The plan as text: one row per (task, arm), then the totals."""
     from attnx.store.key import run_key
+    from attnx.store.runs import Store
 
     phases = [("lr_search", job, True) for job in search] + [("runs", job, False) for job in jobs]
     found: dict[tuple[str, str], list[int]] = {}  # (task, arm) -> [runs, stored]
     seconds: dict[str, list[float]] = {}  # task -> wall seconds of its stored runs
+    store = None if root is None else Store(root)
     with session(CONF_DIR):
         for _, job, searching in phases:
             counts = found.setdefault((job.task, job.arm.label), [0, 0])
             counts[0] += 1
-            if root is None:
+            if store is None:
                 continue
-            key = run_key(compose([*runs, *job.overrides(cfg.tasks[job.task], searching)])).hex
-            stored = _wall_seconds(root / "entries" / key)
-            if stored is not None:
+            record = store.record(run_key(compose([*runs, *job.overrides(cfg.tasks[job.task], searching)])))
+            if record is not None:
                 counts[1] += 1
-                seconds.setdefault(job.task, []).append(stored)
+                wall = record.get("wall_seconds") or record.get("train_seconds") or 0.0
+                seconds.setdefault(job.task, []).append(float(wall))
     body = []
     left = 0.0
     unknown = False
@@ -52,26 +53,14 @@ def preview(cfg: DictConfig, jobs: list[Job], search: list[Job], runs: list[str]
         elif total > stored:
             left += (total - stored) * sum(seconds[task]) / len(seconds[task])
     total, stored = sum(c[0] for c in found.values()), sum(c[1] for c in found.values())
-    store = "no run store (store=null)" if root is None else f"the run store at {root}"
-    estimate = (
-        "no estimate (the store holds no run of these tasks to time)" if unknown else f"~{clock(left)}"
-    )
+    where = "no run store (store=null)" if root is None else f"the run store at {root}"
+    estimate = "no estimate (the store holds no run of these tasks to time)" if unknown else f"~{clock(left)}"
     table = markdown_table(["task", "arm", "seeds", "runs", "in the store", "to train"], body, right_from=3)
     return "\n".join(
         [
             table,
             "",
-            f"{total} runs ({len(search)} of them the learning-rate search): {stored} found in {store}, "
+            f"{total} runs ({len(search)} of them the learning-rate search): {stored} found in {where}, "
             f"{total - stored} to train; one at a time: {estimate}. Nothing was trained (plan=true).",
         ]
     )
-
-
-def _wall_seconds(entry: Path) -> float | None:
-    """The stored run's wall seconds, when the store holds the entry (whole: `entry.json` last)."""
-    try:
-        record = json.loads((entry / "results.json").read_text())
-        json.loads((entry / "entry.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return float(record.get("wall_seconds") or record.get("train_seconds") or 0.0)

@@ -16,9 +16,8 @@ from attnx.track.results import completed
 
 def verify(out: Path, cfg: DictConfig, jobs: list[Job], runs: list[str]) -> list[str]:
     """The differences found (empty: the store told the truth, or nothing to check), one line each."""
-    stored = [
-        i for i in range(len(jobs)) if (record := completed(out / "runs" / str(i))) and "stored" in record
-    ]
+    records = {i: completed(out / "runs" / str(i)) for i in range(len(jobs))}
+    stored = [i for i, record in records.items() if record and "stored" in record]
     if cfg.verify <= 0 or not stored:
         return []
     chosen = sorted(random.Random(len(stored)).sample(stored, min(cfg.verify, len(stored))))
@@ -27,8 +26,7 @@ def verify(out: Path, cfg: DictConfig, jobs: list[Job], runs: list[str]) -> list
     launch(folder, cfg, [jobs[i] for i in chosen], unstored)
     found = []
     for n, i in enumerate(chosen):
-        was = completed(out / "runs" / str(i))
-        now = completed(folder / str(n))
+        was, now = records[i], completed(folder / str(n))
         job = f"{jobs[i].task}/{jobs[i].arm.label}/seed {jobs[i].seed}"
         if now is None or was is None:
             found.append(f"{job}: trained again, it did not complete ({folder / str(n)})")

@@ -127,6 +127,16 @@ class Store:
         except OSError:  # stored meanwhile by another process: the same numbers
             shutil.rmtree(tmp, ignore_errors=True)
 
+    def record(self, key: RunKey) -> dict[str, Any] | None:
+        """The record of `key`'s stored run, as it was stored, when its entry is whole (None otherwise)."""
+        entry = self.root / "entries" / key.hex
+        if _read_meta(entry) is None:
+            return None
+        try:
+            return json.loads((entry / RESULTS).read_text())
+        except (OSError, ValueError):
+            return None
+
     def entries(self) -> list[Entry]:
         """Every whole entry, oldest first."""
         found = []
