@@ -8,7 +8,10 @@ mechanisms, on a suite of tasks, over seeds, in one command.
    hence the same data order, and `paired_embeddings=true`, hence the same initial embeddings where
    the shapes agree. Every run records whether it converged on the validation twin of its task's
    metric (`convergence.metric`, against the task's `ceiling`): a difference with a side still
-   improving is reported as "not converged: raise the budget", never as a win or a loss.
+   improving is reported as "not converged: raise the budget", never as a win or a loss. With
+   `budget_cap` = c > 1 (the quick suite's 4) a run still improving when its budget ends is first
+   continued from its checkpoint, a budget at a time, up to c budgets (`attnx.compare.budget`): only a run
+   still improving at the cap is not converged, and the report's Budget section gives what each arm used.
    `protocol.lr_search` first trains each arm at every rate of `lr_grid` (first seed, validation only)
    and keeps its best; or `protocol.grid.enabled` (MAD's protocol, Poli et al. 2024) trains every run at
    each (lr, weight_decay) of `protocol.grid` and reads each (task, arm, seed)'s test at the point with the
@@ -55,6 +58,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from attnx import registry
+from attnx.compare.budget import adopt, check_schedule, follow
 from attnx.compare.checks import check_alone, check_arms, check_runs
 from attnx.compare.keys import check_keys
 from attnx.compare.matching import Matched, state_bytes, with_matched_widths
@@ -91,6 +95,7 @@ COMPARE_KEYS = (
     "family",
     "store",
     "verify",
+    "budget_cap",
     "plan",
 )
 
@@ -122,6 +127,7 @@ def main(argv: list[str]) -> int:
         arms = [Arm(m, (f"attention={m}",)) for m in cfg.mechanisms if m != candidate.label] + [candidate]
         out = Path(cfg.out or Path("compare") / suite / slug(candidate.label))
         hosted, refused, resolved = check_arms(cfg, arms, request.runs)
+        check_schedule(cfg, resolved)
     except (ConfigError, registry.RegistryError, registry.PluginImportError) as error:
         print(f"attnx compare: {error}", file=sys.stderr)
         return 2
@@ -159,7 +165,10 @@ def main(argv: list[str]) -> int:
 
         print(preview(cfg, jobs, search, runs, root_of(cfg.store)))
         return 0
+    jobs = adopt(out / "runs", cfg, jobs, runs, resolved)
     failed += launch(out / "runs", cfg, jobs, runs)
+    jobs, continued = follow(out / "runs", cfg, jobs, runs, resolved)
+    failed += continued
     differ = verify(out, cfg, jobs, runs)
     if differ:
         print(

@@ -14,7 +14,7 @@ from attnx.report.document import Section, Table
 from attnx.report.runs import Row, declared, text
 from attnx.report.significance import Cells, convergence, mean_rank, ranks
 from attnx.report.study import Study
-from attnx.report.verdicts import NOT_CONVERGED, OUTCOMES
+from attnx.report.verdicts import OUTCOMES, not_converged
 
 if TYPE_CHECKING:
     from attnx.compare.report import CompareStudy
@@ -52,9 +52,9 @@ def ranking(study: CompareStudy, base: Study, grouped: Cells) -> Section:
     return Section("Ranking", [Table(header, body, right_from=1, id="ranking"), note])
 
 
-def convergence_section(grouped: Cells) -> Section:
+def convergence_section(grouped: Cells, cap: int = 1) -> Section:
     """Mechanism x task: how many runs converged, or how many were still improving (results.json's
-    `convergence`, `attnx.track.convergence`)."""
+    `convergence`, `attnx.track.convergence`), after continuations up to `cap` budgets."""
     arms = grouped.values()
     header = ["mechanism", *(grouped.label(cell).removeprefix("task=") for cell in grouped.rows)]
     body = [
@@ -76,11 +76,56 @@ def convergence_section(grouped: Cells) -> Section:
         f"({', '.join(f'{t:g}' for t in tolerances) or 'not recorded'}; `convergence.tolerance`) plus two "
         "standard errors of the validations' noise (the binomial error of a share of the validation "
         "examples, or the curve's own scatter where larger). A "
-        f'difference with a side still improving is reported as "{NOT_CONVERGED}": it measures the '
+        f'difference with a side still improving is reported as "{not_converged(cap)}": it measures the '
         "budget, not the mechanism. A run without a verdict (too few validations, an older run) does not "
         "count as still improving; – : no run recorded one."
     )
     return Section("Convergence", [Table(header, body, right_from=1, id="convergence"), note])
+
+
+def budget_section(study: CompareStudy, runs: list[dict[str, Any]]) -> Section:
+    """Mechanism x task: the budget its runs used, a cost of its own: the mean multiple of the task's budget
+    they trained for (`attnx.compare.budget`'s continuations), their mean epochs (or steps) and training
+    seconds, and how many were still improving at the cap."""
+    cap = int(study.cfg.get("budget_cap") or 1)
+    found: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for run in runs:
+        if run.get("status") == "completed":
+            found.setdefault((run["labels"]["task"], run["labels"]["mechanism"]), []).append(run)
+    tasks = [task for task in study.cfg.tasks if any(key[0] == task for key in found)]
+    arms = list(dict.fromkeys(job.arm.label for job in study.jobs))
+    body = [[text(arm), *(_used(found.get((task, arm)), cap) for task in tasks)] for arm in arms]
+    continued = (
+        ""
+        if cap == 1
+        else (
+            f" A run still improving when its budget ended was continued from its checkpoint, a budget at a "
+            f"time, up to {cap}× (`budget_cap`); at the cap it is {not_converged(cap)!r}."
+        )
+    )
+    note = (
+        "Each cell: the mean multiple of the task's budget its runs trained for (the largest, when they "
+        "differ), their mean epochs (steps, for a budget in steps) and training seconds." + continued
+    )
+    return Section("Budget", [Table(["mechanism", *tasks], body, right_from=1, id="budget"), note])
+
+
+def _used(runs: list[dict[str, Any]] | None, cap: int) -> str:
+    if not runs:
+        return "n/a"
+    multiples = [int(run["labels"].get("budget") or 1) for run in runs]
+    by_epochs = int(((runs[0].get("config") or {}).get("trainer") or {}).get("max_epochs") or -1) > 0
+    count = stats.summarize([float(run.get("epochs" if by_epochs else "steps") or 0) for run in runs]).mean
+    seconds = stats.summarize([float(run.get("train_seconds") or 0) for run in runs]).mean
+    at_cap = sum(
+        m == cap > 1 and (run.get("convergence") or {}).get("converged") is False
+        for m, run in zip(multiples, runs)
+    )
+    mean = sum(multiples) / len(multiples)
+    widest = f" (max {max(multiples)}×)" if len(set(multiples)) > 1 else ""
+    unit = "epochs" if by_epochs else "steps"
+    capped = f" · {at_cap} of {len(runs)} still improving at the cap" if at_cap else ""
+    return f"{mean:.2g}×{widest} · {count:.3g} {unit} · {seconds:.3g} s{capped}"
 
 
 def discrimination_section(study: CompareStudy, base: Study, grouped: Cells) -> Section:

@@ -51,6 +51,11 @@ def check_keys(cfg: DictConfig) -> None:
     if cfg.out is not None:
         _check_folder(Path(cfg.out))
     _check_store(cfg.store)
+    if cfg.budget_cap < 1:
+        raise ConfigError(
+            f"budget_cap={cfg.budget_cap}: the most budgets a run still improving trains for: >= 1 "
+            "(1: no continuation)"
+        )
     if cfg.verify < 0 or (cfg.verify and cfg.store is None):
         raise ConfigError(f"verify={cfg.verify}: a count (>= 0) of stored runs to train again; needs a store")
     _check_discrimination(cfg.discrimination)

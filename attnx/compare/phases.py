@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Iterable
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -20,25 +21,38 @@ log = logging.getLogger("attnx")
 UNCHANGING = ("resume", "compile_cache", "store", "summary")  # run keys that change no result
 
 
-def launch(folder: Path, cfg: DictConfig, jobs: list[Job], runs: list[str], search: bool = False) -> int:
-    """One multirun of exactly `jobs` (job i in `folder/i`), unless all of them already completed;
-    how many did not complete."""
+def launch(
+    folder: Path,
+    cfg: DictConfig,
+    jobs: list[Job],
+    runs: list[str],
+    search: bool = False,
+    only: Iterable[int] | None = None,
+) -> int:
+    """One multirun of the jobs (job i in `folder/i`; `only`: of these i) that have not completed with their
+    overrides already; how many of those did not complete."""
     from attnx.track.results import completed
 
-    planned = [job.overrides(cfg.tasks[job.task], search) for job in jobs]
-    done = [completed(folder / str(i)) for i in range(len(planned))]
-    if all(record and same(record["overrides"], [*runs, *job]) for record, job in zip(done, planned)):
+    chosen = range(len(jobs)) if only is None else only
+    planned = {i: jobs[i].overrides(cfg.tasks[jobs[i].task], search) for i in chosen}
+    todo = {
+        i: job
+        for i, job in planned.items()
+        if not ((record := completed(folder / str(i))) and same(record["overrides"], [*runs, *job]))
+    }
+    if not todo:
         log.info("%s: all %d runs completed, nothing to launch", folder, len(planned))
         print(f"attnx compare: {folder}: all {len(planned)} runs completed", flush=True)
         return 0
     folder.mkdir(parents=True, exist_ok=True)
     plan = folder / "plan.yaml"
-    OmegaConf.save(OmegaConf.create(planned), plan)
+    # each job names its folder: a launch of some of the jobs keeps job i in folder/i
+    OmegaConf.save(OmegaConf.create([[*job, f"hydra.sweep.subdir={i}"] for i, job in todo.items()]), plan)
     hydra_lines = "hydra/hydra_logging=launch_file"  # Hydra's own lines: to folder/launch.log
     sweep = ["hydra/sweeper=plan", f"hydra.sweeper.plan={plan}", f"hydra.sweep.dir={folder}", hydra_lines]
-    with Progress(folder, jobs, cfg):  # one line per finished run
+    with Progress(folder, {i: jobs[i] for i in todo}, cfg):  # one line per finished run
         multirun([*sweep, *runs])
-    return sum(completed(folder / str(i)) is None for i in range(len(planned)))
+    return sum(completed(folder / str(i)) is None for i in todo)
 
 
 def multirun(overrides: list[str]) -> int:

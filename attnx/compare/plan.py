@@ -7,6 +7,7 @@ lr x weight-decay grid; widths: `attnx.compare.matching`), as plain data. The co
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -52,6 +53,8 @@ class Job:
     widths: tuple[tuple[str, int], ...] = ()
     drawn: bool = False  # the seed whose attention maps the report shows (the suite's first)
     weight_decay: float | None = None  # a grid point's (protocol.grid)
+    multiple: int = 1  # of the task's budget its run trains for (`attnx.compare.budget`: continuations)
+    budget: tuple[tuple[str, int], ...] = ()  # the trainer's limits at that multiple, when it is above 1
 
     def overrides(self, task: DictConfig, search: bool = False) -> list[str]:
         """The run's overrides: the suite task's (`overrides`, its `site`), the arm's, what the protocol
@@ -71,9 +74,15 @@ class Job:
             chosen.append(f"optim.lr={self.lr}")
         if self.weight_decay is not None:
             chosen.append(f"{WEIGHT_DECAY}={self.weight_decay}")
+        chosen += [f"{key}={value}" for key, value in self.budget]
         if search:  # validation is what chooses the rate: no test, no maps
             return [*chosen, "test=false", "callbacks.attention_heatmaps=null"]
         return [*chosen, *heatmap_overrides(self.drawn)]
+
+    def at_multiple(self, multiple: int, base: Mapping[str, int]) -> Job:
+        """This job trained for `multiple` times its `base` budget (the trainer's limits at 1×)."""
+        scaled = tuple((key, value * multiple) for key, value in base.items()) if multiple > 1 else ()
+        return replace(self, multiple=multiple, budget=scaled)
 
 
 def heatmap_overrides(drawn: bool) -> list[str]:

@@ -25,12 +25,14 @@ ENDED = ("completed", "failed")
 
 
 class Progress:
-    """A thread printing each run of `jobs` (job i in `folder/i`) once it has ended, until the phase ends."""
+    """A thread printing each launched job (job i in `folder/i`) once it has ended, until the phase ends."""
 
-    def __init__(self, folder: Path, jobs: list[Job], cfg: DictConfig) -> None:
+    def __init__(self, folder: Path, jobs: dict[int, Job], cfg: DictConfig) -> None:
         self.folder, self.jobs, self.cfg = folder, jobs, cfg
-        # what an earlier launch of this phase finished is not news: only what ends from now on is printed
-        self.pending = {i for i in range(len(jobs)) if _status(folder / str(i)) not in ENDED}
+        # a folder's record as it was before the launch is not news (a run continued from it is: its
+        # record is rewritten once it ends)
+        self.before = {i: _stamp(folder / str(i)) for i in jobs}
+        self.pending = set(jobs)
         self.trained = 0
         self.started = time.perf_counter()
         self._stop = threading.Event()
@@ -55,14 +57,15 @@ class Progress:
 
         for i in sorted(self.pending):
             record = read_run(self.folder / str(i))
-            if record["status"] in ENDED:
+            if record["status"] in ENDED and _stamp(self.folder / str(i)) != self.before[i]:
                 self.pending.discard(i)
                 self.trained += "stored" not in record
                 print(f"attnx compare: {self.line(self.jobs[i], record)}", flush=True)
 
     def line(self, job: Job, record: dict[str, Any]) -> str:
         done, total = len(self.jobs) - len(self.pending), len(self.jobs)
-        what = f"[{done}/{total}] {job.task} {job.arm.label} seed {job.seed}"
+        budget = f" at {job.multiple}× budget" if job.multiple > 1 else ""
+        what = f"[{done}/{total}] {job.task} {job.arm.label} seed {job.seed}{budget}"
         metric = str(self.cfg.tasks[job.task].metric)
         if record["status"] == "failed":
             outcome = f"failed ({record.get('error') or 'no error recorded'})"
@@ -81,10 +84,14 @@ class Progress:
         return f"{what}: {outcome} · {clock(elapsed)}{left}"
 
 
-def _status(folder: Path) -> str | None:
-    from attnx.report.runs import read_run
+def _stamp(folder: Path) -> int | None:
+    """When the folder's record was last written (None: it has none yet)."""
+    from attnx.track.results import RESULTS
 
-    return read_run(folder)["status"]
+    try:
+        return (folder / RESULTS).stat().st_mtime_ns
+    except OSError:
+        return None
 
 
 def clock(seconds: float) -> str:

@@ -31,6 +31,7 @@ def records(folder: Path, jobs: list[Job], cfg: DictConfig) -> list[dict[str, An
             "seed": job.seed,
             "optim.lr": job.lr,
             WEIGHT_DECAY: job.weight_decay,
+            "budget": job.multiple,  # of the task's budget, its continuations included (attnx.compare.budget)
         }
         if record["status"] == "completed":
             _twins(record, str(cfg.tasks[job.task].metric))

@@ -22,6 +22,7 @@ from typing import Any
 from omegaconf import DictConfig, OmegaConf
 
 from attnx.compare.conclusions import (
+    budget_section,
     capability_section,
     convergence_section,
     discrimination_section,
@@ -66,10 +67,14 @@ class CompareStudy:
 
 
 def procedure(cfg: DictConfig) -> Procedure:
-    """The decision procedure the compare's keys give (`alpha`, `family`); a config from before them has
-    the defaults."""
+    """The decision procedure the compare's keys give (`alpha`, `family`, `budget_cap`); a config from before
+    them has the defaults."""
     family = str(OmegaConf.select(cfg, "family", default="task"))
-    return Procedure(float(OmegaConf.select(cfg, "alpha", default=stats.ALPHA)), FAMILIES.get(family, family))
+    return Procedure(
+        float(OmegaConf.select(cfg, "alpha", default=stats.ALPHA)),
+        FAMILIES.get(family, family),
+        int(OmegaConf.select(cfg, "budget_cap", default=1)),
+    )
 
 
 def write_report(study: CompareStudy) -> list[Path]:
@@ -96,7 +101,10 @@ def write_report(study: CompareStudy) -> list[Path]:
     )
     grouped = base.cells()
     summary, suite = intro(study, runs, base)
-    parts = [summary, *([ranking(study, base, grouped), convergence_section(grouped)] if grouped else [])]
+    parts = [summary]
+    if grouped:
+        parts += [ranking(study, base, grouped), convergence_section(grouped, base.procedure.cap)]
+    parts.append(budget_section(study, runs))
     if any(spec.get("capability") for spec in cfg.tasks.values()):
         parts.append(capability_section(study, scored))
     metrics = {str(task): str(spec.metric) for task, spec in cfg.tasks.items()}

@@ -59,6 +59,7 @@ class ResolvedRun:
     judged: str  # the validation metric whose curve `convergence` judges
     readers: tuple[Reader, ...]  # each model part's limit on what it reads
     shape: Shape | None  # the data's longest sequences, when the task declares them without data
+    budget: Mapping[str, int]  # the trainer's limits that are set: trainer.max_epochs, trainer.max_steps
 
     def __getitem__(self, key: str) -> Any:
         return self.sections[key]

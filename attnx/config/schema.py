@@ -229,6 +229,7 @@ class CompareConfig:
     store: Optional[str] = MISSING  # noqa: UP045 - the run store: auto | DIR | null (attnx.store.runs)
     verify: int = MISSING  # stored runs trained again to check the store (attnx.compare.verify)
     plan: bool = MISSING  # print what would run (attnx.compare.preview), train nothing
+    budget_cap: int = MISSING  # the most budgets a run still improving trains for (attnx.compare.budget)
 
 
 def store() -> None:

@@ -139,7 +139,14 @@ def validate(cfg: DictConfig, here: bool = True) -> ResolvedRun:
     shape = task.declared_shape()
     if shape is not None:  # else the run checks its data once built (attnx.train.assemble)
         check_fit(readers, shape, name)
-    return ResolvedRun(frozen(sections), kind, sites, metrics, judged, readers, shape)
+    return ResolvedRun(frozen(sections), kind, sites, metrics, judged, readers, shape, budget(cfg.trainer))
+
+
+def budget(trainer: DictConfig) -> dict[str, int]:
+    """The trainer's limits that bound a run (`trainer.max_epochs`, `trainer.max_steps`; -1 or null: none),
+    which a continuation raises together (`attnx.compare.budget`)."""
+    limits = {key: trainer.get(key) for key in ("max_epochs", "max_steps")}
+    return {f"trainer.{key}": int(value) for key, value in limits.items() if value is not None and value > 0}
 
 
 def resolve(cfg: DictConfig) -> dict[str, Any]:

@@ -30,7 +30,7 @@ import lightning.pytorch as pl
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 
-from attnx.track.results import unwritable, write_atomically
+from attnx.track.results import moved, unwritable, write_atomically
 
 CHECKSUM = ".sha256"
 
@@ -160,6 +160,18 @@ def newest_good(folder: Path) -> tuple[Path | None, dict[str, Any] | None, list[
             continue
         return path, checkpoint, rejected
     return None, None, rejected
+
+
+def rebased(checkpoint: dict[str, Any], folder: Path) -> None:
+    """`checkpoint`'s callback states, written by a run in another folder (one taken from the run store, a
+    folder moved), made those of a run in `folder`, in place. ModelCheckpoint reloads its best score and
+    top k only when its `dirpath` is unchanged; without them the resumed run would choose its best
+    checkpoint otherwise than the run it continues. Only the states of callbacks that wrote into a folder
+    of `folder`'s name are moved: another ModelCheckpoint's folder is its own."""
+    for name, state in (checkpoint.get("callbacks") or {}).items():
+        before = state.get("dirpath") if isinstance(state, dict) else None
+        if before and Path(before) != folder and Path(before).name == folder.name:
+            checkpoint["callbacks"][name] = moved(state, str(before), str(folder))
 
 
 def _finite(tree: Any) -> bool:

@@ -10,6 +10,7 @@ from typing import Any, cast
 import lightning.pytorch as pl
 import torch
 from hydra.utils import instantiate
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.types import OptimizerLRSchedulerConfig
 from torch import nn
 from torchmetrics import MetricCollection
@@ -66,7 +67,7 @@ class AttnxModule(pl.LightningModule):
         self.test_splits = ["test", *slice_names(spec.task)]  # the test loaders' splits, in order
         self.train_samples = 0
         self.train_seconds = 0.0
-        self._fit_started = 0.0
+        self._fit_started: float | None = None  # while fitting: when this stretch of it began
 
     def evaluated_by(self, metrics: MetricCollection) -> None:
         """`metrics` cloned for validation (`val/`) and for each test split (`test/`, `test@2x/`, ...):
@@ -183,8 +184,19 @@ class AttnxModule(pl.LightningModule):
         self._fit_started = time.perf_counter()
 
     def on_train_end(self) -> None:
-        self.train_seconds += time.perf_counter() - self._fit_started
+        self.train_seconds += self._fitting()
+        self._fit_started = None
+
+    def _fitting(self) -> float:
+        """Seconds since this stretch of fitting began (0 outside one)."""
+        return 0.0 if self._fit_started is None else time.perf_counter() - self._fit_started
 
     # the generators' states, which a resume needs too, are attnx.lit.resume.ExactResume's
     def on_save_checkpoint(self, checkpoint: dict[str, Any]) -> None:
         checkpoint["attnx_spec"] = self.spec.to_dict()
+        # a resumed or continued run's train_seconds counts the whole run, not only its last stretch
+        checkpoint["attnx_train_seconds"] = self.train_seconds + self._fitting()
+
+    def on_load_checkpoint(self, checkpoint: dict[str, Any]) -> None:
+        if self.trainer.state.fn == TrainerFn.FITTING:  # resuming; evaluating a checkpoint leaves the count
+            self.train_seconds = float(checkpoint.get("attnx_train_seconds", 0.0))

@@ -23,7 +23,8 @@ Within a cell (one task setting: `attnx.report.significance.cells`), two values 
   (`stats.smallest_p`): a pair whose floor is ≥ α is "untestable", whatever its data.
 - **Words**, the first that applies (matrix code in brackets):
     no paired seeds                       (–)   no seed on both sides
-    not converged: raise the budget       (NC)  a side has a run still improving (`significance.Convergence`)
+    not converged: raise the budget       (NC)  a side has a run still improving (`significance.Convergence`;
+                                                at the budget cap where runs were continued: `not_converged`)
     one seed: no test                     (U)
     untestable at n seeds (floor ≥ α)     (U)
     better / worse                        (W/L) adjusted p < α
@@ -50,13 +51,21 @@ OUTCOMES = ("W", "T", "L", "NC", "U")  # what the ranking tallies, in its order
 NOT_CONVERGED = "not converged: raise the budget"
 
 
+def not_converged(cap: int = 1) -> str:
+    """NC's words: a side still improving at the end of its budget; where runs still improving were
+    continued up to `cap` budgets (`attnx compare`'s budget_cap), at the cap."""
+    return NOT_CONVERGED if cap <= 1 else f"not converged at the budget cap ({cap}× the task's budget)"
+
+
 @dataclass(frozen=True)
 class Procedure:
     """The procedure's two choices: the level `alpha`, and where Holm's family ends (`span`, one of
-    SPANS). ValueError, one line, for either out of range."""
+    SPANS). ValueError, one line, for either out of range. `cap`: the budgets a run still improving was
+    continued to before its verdict (1: none), which only changes how NC is said."""
 
     alpha: float = stats.ALPHA
     span: str = "cell"
+    cap: int = 1
 
     def __post_init__(self) -> None:
         if not 0 < self.alpha < 1:  # `not`: nan too
@@ -79,6 +88,7 @@ class Verdict:
     settled: bool  # neither side has a run still improving
     higher: bool  # higher is better for the metric
     alpha: float
+    cap: int = 1  # Procedure.cap
 
     @property
     def floor(self) -> float | None:
@@ -105,7 +115,7 @@ class Verdict:
         if outcome == "–":
             return "no paired seeds"
         if outcome == "NC":
-            return NOT_CONVERGED
+            return not_converged(self.cap)
         if outcome == "U":
             if r.p is None:
                 return "one seed: no test"
@@ -209,7 +219,19 @@ def decide(
             adjusted[i], sizes[i] = p, tested
     return Verdicts(
         [
-            Verdict(cell, a, b, family, m, result, p, _settled(row_a, row_b), higher, procedure.alpha)
+            Verdict(
+                cell,
+                a,
+                b,
+                family,
+                m,
+                result,
+                p,
+                _settled(row_a, row_b),
+                higher,
+                procedure.alpha,
+                procedure.cap,
+            )
             for (cell, a, b, family, row_a, row_b), result, p, m in zip(planned, results, adjusted, sizes)
         ],
         procedure,

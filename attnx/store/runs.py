@@ -30,7 +30,7 @@ from typing import Any
 import attnx
 from attnx.store.key import RunKey
 from attnx.track.lock import LOCK
-from attnx.track.results import RESULTS, completed, write_atomically
+from attnx.track.results import RESULTS, completed, moved, write_atomically
 
 log = logging.getLogger("attnx")
 ENTRY = "entry.json"
@@ -93,9 +93,12 @@ class Store:
             if name != RESULTS:
                 (folder / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(entry / name, folder / name)
+        for path in _files(folder):  # an earlier run's checkpoints (a continuation's shorter run's): stale
+            if ".ckpt" in path.suffixes and path.relative_to(folder).as_posix() not in meta["files"]:
+                path.unlink()
         record = json.loads((entry / RESULTS).read_text())
         before = record["output_dir"]
-        record = _moved(record, before, str(folder))
+        record = moved(record, before, str(folder))
         record["overrides"] = overrides
         record["stored"] = {"key": key.hex, "from": before, **{k: meta[k] for k in ("stored", "attnx")}}
         write_atomically(folder / RESULTS, json.dumps(record, indent=2).encode())
@@ -107,9 +110,9 @@ class Store:
             return
         tmp = self.root / "tmp" / uuid.uuid4().hex
         files = {}
-        for path in sorted(folder.rglob("*")):
+        for path in _files(folder):
             name = path.relative_to(folder).as_posix()
-            if path.is_file() and not name.endswith(".tmp") and name.split("/")[0] not in SKIPPED:
+            if not name.endswith(".tmp"):
                 (tmp / name).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, tmp / name)
                 files[name] = _sha256(tmp / name)
@@ -150,6 +153,15 @@ class Store:
         shutil.rmtree(entry.path, ignore_errors=True)
 
 
+def _files(folder: Path) -> list[Path]:
+    """A run folder's files that are part of its result (not its lock, not the compile cache), sorted."""
+    return [
+        path
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and path.relative_to(folder).parts[0] not in SKIPPED
+    ]
+
+
 def _read_meta(entry: Path) -> dict[str, Any] | None:
     try:
         meta = json.loads((entry / ENTRY).read_text())
@@ -172,14 +184,3 @@ def _intact(entry: Path) -> dict[str, Any] | None:
 
 def _sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def _moved(node: Any, before: str, after: str) -> Any:
-    """A record's paths under its old folder `before` as under `after`."""
-    if isinstance(node, dict):
-        return {k: _moved(v, before, after) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_moved(v, before, after) for v in node]
-    if isinstance(node, str) and node.startswith(before):
-        return after + node[len(before) :]
-    return node

@@ -142,6 +142,18 @@ def completed(output_dir: str | Path) -> dict[str, Any] | None:
     return record if record.get("status") == "completed" else None
 
 
+def moved(node: Any, before: str, after: str) -> Any:
+    """Plain data (a record, a callback's state) with every path under folder `before` as under `after`,
+    mapping keys and values alike (ModelCheckpoint's top-k is a mapping from path to score)."""
+    if isinstance(node, dict):
+        return {moved(k, before, after): moved(v, before, after) for k, v in node.items()}
+    if isinstance(node, list):
+        return [moved(v, before, after) for v in node]
+    if isinstance(node, str) and node.startswith(before):
+        return after + node[len(before) :]
+    return node
+
+
 def find_results(root: str | Path) -> list[Path]:
     return sorted(Path(root).rglob(RESULTS))
 

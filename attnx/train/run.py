@@ -41,6 +41,7 @@ from attnx.track.results import CHOICES, Record, completed, unwritable
 from attnx.track.signals import Interrupted, Signals
 from attnx.train import distributed
 from attnx.train.assemble import assemble, checkpoint_dir
+from attnx.train.identity import earlier, resumes_exactly, same_run
 
 log = logging.getLogger("attnx")
 
@@ -104,7 +105,9 @@ def train(cfg: DictConfig) -> float | None:
 
 def _stored_or_run(cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, signals: Signals) -> Any:
     """With `store=` set, the stored run of this run's key instead of training it, or the run trained and
-    then stored; a second process wanting the same key waits for the first (attnx.store.runs)."""
+    then stored; a second process wanting the same key waits for the first (attnx.store.runs). A folder
+    whose run completed with these overrides is resume=auto's to skip; one whose run completed with others
+    (a continuation's longer budget) is looked up too."""
     from attnx.store.key import run_key
     from attnx.store.runs import Store, root_of
 
@@ -112,22 +115,29 @@ def _stored_or_run(cfg: DictConfig, hc: Any, output_dir: Path, multirun: bool, s
     several = "ddp" in str(cfg.trainer.get("strategy")) or int(cfg.trainer.get("num_nodes") or 1) > 1
     if several and root is not None:  # every rank would have to take the stored run alike: they train
         log.warning("store=%s: a DDP run is neither looked up nor stored", cfg.store)
-    if root is None or several or completed(output_dir) is not None:  # a finished run: resume=auto's
+    overrides = list(hc.overrides.task)
+    done = completed(output_dir)
+    if root is None or several or (done is not None and same_run(done["overrides"], overrides)):
         return _run(cfg, hc, output_dir, multirun, signals, lead=True)
     why = unwritable(root)
     if why is not None:
         raise UserError(f"store={cfg.store}: cannot write to {root} ({why})")
     store, key = Store(root), run_key(cfg)
     with store.claim(key):
-        record = store.fetch(key, output_dir, list(hc.overrides.task))
+        record = store.fetch(key, output_dir, overrides)
         if record is not None:
             log.info("run store: %s is stored run %s (%s), not trained again", output_dir, key.hex[:12], root)
             if cfg.summary:
                 _print_summary(record)
                 print(f"  taken from the run store ({root}): trained in {record['stored']['from']}")
             return record["metrics"].get(cfg.optimized_metric)
+        before = earlier(output_dir)
         result = _run(cfg, hc, output_dir, multirun, signals, lead=True)
-        store.put(key, output_dir)
+        trained = completed(output_dir)
+        if trained is not None and resumes_exactly(trained, before, cfg.trainer):
+            store.put(key, output_dir)
+        elif trained is not None:
+            log.warning("run store: %s resumed a run of other overrides; not stored", output_dir)
         return result
 
 
@@ -147,7 +157,7 @@ def _run(
         config=None,  # resolved by validation below: a bad interpolation is the user's error, recorded
     )
     done = completed(output_dir) if cfg.resume == "auto" else None
-    if done and _same_run(done["overrides"], record["overrides"]):
+    if done and same_run(done["overrides"], record["overrides"]):
         log.info("resume=auto: %s already completed with these overrides, skipping", output_dir)
         return done["metrics"].get(cfg.optimized_metric)
     trainer = None
@@ -189,7 +199,7 @@ def _run(
 
 
 def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) -> Any:
-    from attnx.lit.checkpoints import check_writable, newest_good
+    from attnx.lit.checkpoints import check_writable, newest_good, rebased
     from attnx.lit.datamodule import TaskDataModule
     from attnx.track.loggers import start_logging
 
@@ -200,6 +210,7 @@ def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) 
     if ckpt_path is None and cfg.resume == "auto":
         ckpt_path, checkpoint, skipped = newest_good(folder)
         if checkpoint is not None:  # verified: Lightning's load takes it instead of reading it again
+            rebased(checkpoint, folder)
             trainer.strategy.checkpoint_io.preloaded[str(ckpt_path)] = checkpoint
         if skipped:
             record["resume_skipped"] = skipped
@@ -360,13 +371,3 @@ def _print_summary(record: dict[str, Any]) -> None:
     for key in sorted(record["metrics"]):
         print(f"  {key:<22} {record['metrics'][key]:.4f}")
     print(f"  run folder: {record['output_dir']}")
-
-
-def _same_run(before: list[str], now: list[str]) -> bool:
-    """A completed run is the same job when only keys that change none of its results differ (`resume=`: a
-    sweep launched again; `store=`, `summary=`: a compare folder from before they were set)."""
-
-    def key(overrides: list[str]) -> list[str]:
-        return sorted(o for o in overrides if not o.startswith(("resume=", "store=", "summary=")))
-
-    return key(before) == key(now)

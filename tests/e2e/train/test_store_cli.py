@@ -14,6 +14,7 @@ from test_faults import ended, launch
 
 from attnx.cli import main as cli
 
+from helpers.markdown import table
 from helpers.tiny import TINY, TINY_RNN, results, train
 
 RUN = [*TINY_RNN, *TINY, "attention=additive"]
@@ -128,20 +129,6 @@ def test_a_second_candidate_trains_only_its_own_runs(tmp_path: Path, capsys: pyt
     report = (second / "report.md").read_text()
     rows = {cells[0]: cells[1:3] for cells in table(report, "| mechanism | from the store")}
     assert rows == {"none": ["2", "0"], "additive": ["2", "0"], "local_window": ["0", "2"]}
-
-
-def table(markdown: str, header: str) -> list[list[str]]:
-    """The body rows of the markdown table whose header line starts with `header`, as cell lists."""
-    lines = markdown.splitlines()
-    start = next(
-        i for i, line in enumerate(lines) if line.replace(" ", "").startswith(header.replace(" ", ""))
-    )
-    body = []
-    for line in lines[start + 2 :]:
-        if not line.startswith("|"):
-            break
-        body.append([cell.strip() for cell in line.strip("|").split("|")])
-    return body
 
 
 def read(path: Path) -> dict:
