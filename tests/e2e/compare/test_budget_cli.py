@@ -73,7 +73,7 @@ def test_runs_still_improving_are_continued_to_the_cap_and_stored_there(
     report = (first / "report.md").read_text()
     rows = {cells[0]: cells[1] for cells in table(report, "| mechanism | reverse")}
     assert all(cell.startswith("3× · 3 epochs · ") for cell in rows.values()), rows
-    assert all(cell.endswith(" · 1 improving at the cap") for cell in rows.values()), rows
+    assert all(cell.endswith(" s · 1 of 1 still improving at the cap") for cell in rows.values()), rows
     assert "not converged at the budget cap (3× the task's budget)" in report
 
     stamps = {p: p.stat().st_mtime_ns for p in first.glob("runs/*/results.json")}

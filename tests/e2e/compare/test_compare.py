@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from omegaconf import OmegaConf
 
 from attnx.cli import main as cli
 
@@ -179,7 +180,10 @@ def test_a_compare_killed_with_sigkill_resumes_without_retraining_finished_runs(
     assert len(after) == 8 and all(r["status"] == "completed" for r in after.values())
     for i, record in before.items():  # the finished runs were skipped, not trained again
         assert (after[i]["pid"], after[i]["started"]) == (record["pid"], record["started"])
-    assert f"{out / 'runs' / str(min(before))} already completed" in again.stdout + again.stderr
+    # the relaunch's plan holds only the runs left to train, each naming its own folder
+    relaunched = OmegaConf.load(out / "runs" / "plan.yaml")
+    folders = {int(job[-1].removeprefix("hydra.sweep.subdir=")) for job in relaunched}
+    assert folders == set(range(8)) - set(before)
     assert (out / "report.html").exists()
 
 
