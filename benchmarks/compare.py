@@ -3,10 +3,11 @@
 Per candidate, one child process runs the whole study (`attnx compare suite=SUITE attention=CANDIDATE
 [OVERRIDES]` in a fresh folder: every run through joblib, `attnx bench`, the report), timed as a whole (wall
 clock, the goal's measure); the same command is then launched again, which must train nothing. Recorded:
-both wall times, the runs and how long they trained, and the report's (report.md) Ranking, Discrimination,
-paired Statistics and, for a suite of capabilities, Capabilities tables. Across candidates, one ranking (the
-classic arms' rows from the first compare, whose runs the others repeat: same seeds, same configs; each
-candidate's from its own) and one table of each candidate's family of paired verdicts. Per task, the
+both wall times, the runs and how long they trained, and the report's (report.md) Ranking, Budget,
+Discrimination, paired Statistics and, for a suite of capabilities, Capabilities tables. Across candidates,
+one ranking and one budget table (the classic arms' rows from the first compare, whose runs the others repeat:
+same seeds, same configs; each candidate's from its own) and one table of each candidate's family of paired
+verdicts. Per task, the
 validation curve of its best classic arm at the suite's budget (mean over seeds at each validation; "(k)":
 only k runs got that far, the others had stopped converged). With a `sliding_window` arm, the share of each
 recall task's test answers its window can read (`window_ceiling` at w and 2w − 1, from the test split
@@ -105,16 +106,16 @@ def same_classic(first: dict[str, Any], other: dict[str, Any]) -> str:
     return "identical" if theirs == {k: v for k, v in mine.items() if k in theirs} else "**differ**"
 
 
-def ranking(studies: list[dict[str, Any]]) -> dict:
-    """Mechanism x task, the classic arms from the first compare and each candidate from its own."""
-    header, rows = studies[0]["report"]["Ranking"][0]
-    tasks = len(header) - 3  # mechanism, the tasks, mean rank, W/T/L
+def merged(studies: list[dict[str, Any]], section: str, columns: int) -> dict:
+    """The first `columns` columns of the report's `section` table (mechanism x task): the classic arms' rows
+    from the first compare, each candidate's from its own."""
+    header, rows = studies[0]["report"][section][0]
     candidates = {s["candidate"] for s in studies}
-    merged = [row[: 1 + tasks] for row in rows if row[0] not in candidates]
+    found = [row[:columns] for row in rows if row[0] not in candidates]
     for s in studies:
-        own = next(row for row in s["report"]["Ranking"][0][1] if row[0] == s["candidate"])
-        merged.append([f"`{s['candidate']}` (candidate)", *own[1 : 1 + tasks]])
-    return common.table(header[: 1 + tasks], merged, right_from=1)
+        own = next(row for row in s["report"][section][0][1] if row[0] == s["candidate"])
+        found.append([f"`{s['candidate']}` (candidate)", *own[1:columns]])
+    return common.table(header[:columns], found, right_from=1)
 
 
 PAIR_COLUMNS = ("cell", "pair", "n", "Δ", "95% CI", "d_z", "MDE", "p", "floor", "p (Holm)", "verdict")
@@ -246,7 +247,9 @@ def main() -> int:
     table_of_pairs, by_pair = paired(studies)
     found = {
         "timing": common.table(["what", *(f"`{c}`" for c in candidates)], timing, right_from=1),
-        "ranking": ranking(studies),
+        # mechanism, the tasks (then the Ranking's mean rank and W/T/L, left out)
+        "ranking": merged(studies, "Ranking", len(studies[0]["report"]["Ranking"][0][0]) - 2),
+        "budget": merged(studies, "Budget", len(studies[0]["report"]["Budget"][0][0])),
         "paired": table_of_pairs,
         "curves": curves(studies[0]["runs"], set(candidates)),
     }
@@ -259,7 +262,7 @@ def main() -> int:
         if window is not None:
             found["window_ceilings"] = window
     values = {s["candidate"]: s["values"] for s in studies} | {"paired": by_pair, "suite": args.suite}
-    for name in ("ranking", "capabilities"):  # `{ranking[additive][reverse]}`: a cell, for prose
+    for name in ("ranking", "budget", "capabilities"):  # `{ranking[additive][reverse]}`: a cell, for prose
         if name in found:
             header, rows = found[name]["header"], found[name]["rows"]
             arms = [row[0].strip("`").removesuffix("` (candidate)") for row in rows]
