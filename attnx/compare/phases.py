@@ -15,10 +15,10 @@ from omegaconf import DictConfig, OmegaConf
 from attnx import registry
 from attnx.compare.plan import Arm, Job
 from attnx.compare.progress import Progress
+from attnx.config.resolved import UNRESULTED
 from attnx.report.document import slug
 
 log = logging.getLogger("attnx")
-UNCHANGING = ("resume", "compile_cache", "store", "summary")  # run keys that change no result
 
 
 def launch(
@@ -65,7 +65,7 @@ def multirun(overrides: list[str]) -> int:
 
 def same(recorded: list[str], planned: list[str]) -> bool:
     """Whether a completed run's overrides are the planned ones, as Hydra's grammar reads them (a job
-    records no `hydra...` override, and neither `resume` nor `compile_cache` changes a result)."""
+    records no `hydra...` override, and no key of UNRESULTED changes a result)."""
     return _normal(recorded) == _normal(planned)
 
 
@@ -76,7 +76,7 @@ def _normal(overrides: list[str]) -> list[str]:
     return sorted(
         f"{o.key_or_group}={o.get_value_element_as_str()}"
         for o in parsed
-        if o.key_or_group not in UNCHANGING and not re.match(r"hydra($|[./])", o.key_or_group)
+        if re.split(r"[./]", o.key_or_group, maxsplit=1)[0] not in (*UNRESULTED, "hydra")
     )
 
 

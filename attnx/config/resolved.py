@@ -27,6 +27,11 @@ if TYPE_CHECKING:
     from attnx.tasks.shape import Reader, Shape
 
 PLUMBING = ("trainer", "callbacks", "logger", "paths", "hydra")
+# top-level keys that change no number a run records: where it writes, how it logs, whether it resumes
+# (exactly: attnx.lit.resume), where its compiled kernels are cached, the run store, its printed summary. The
+# one list a run store's key leaves out (attnx.store.key), that resume=auto and the store ignore when they ask
+# whether a folder's run is this one (attnx.train.identity), and that compare ignores in a planned job
+UNRESULTED = ("logger", "paths", "resume", "compile_cache", "store", "summary")
 
 
 def frozen(value: Any) -> Any:

@@ -1,6 +1,6 @@
 """A run's key in the run store: a hash of everything that determines its numbers.
 
-    key = sha256(config without NO_NUMBER keys, attnx's version and source, the source file of every
+    key = sha256(config without UNRESULTED keys, attnx's version and source, the source file of every
                  registered class the run uses, torch's version, the machine's kernels, the data's files)
 
 The project's training is deterministic and resumes exactly (tests/e2e/train/test_faults.py), so two runs
@@ -25,9 +25,8 @@ from omegaconf import DictConfig, OmegaConf
 
 import attnx
 from attnx import registry
+from attnx.config.resolved import UNRESULTED
 
-# run keys that change no number the run records: where it writes, how it logs, whether it resumed
-NO_NUMBER = ("logger", "paths", "resume", "compile_cache", "ckpt_path", "store", "summary")
 KINDS = ("task", "encoder", "decoder", "attention", "score")  # a section named so, with a `name`, is a choice
 
 
@@ -43,7 +42,7 @@ def run_key(cfg: DictConfig) -> RunKey:
     """The key of the run `cfg` (a composed `attnx train` config) describes."""
     whole = OmegaConf.to_container(cfg, resolve=False)
     assert isinstance(whole, dict)
-    config = {str(k): v for k, v in whole.items() if k not in NO_NUMBER}
+    config = {str(k): v for k, v in whole.items() if k not in UNRESULTED}
     parts = {
         "config": config,
         "attnx": {"version": attnx.__version__, "source": _source_hash()},
