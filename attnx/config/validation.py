@@ -195,12 +195,18 @@ def text_metric(name: str, metric: Any) -> Metric:
 
 def check_sites(kind: ModelType, sections: Mapping[str, Any]) -> Sites:
     """Every attention site's mechanism can serve it (`attnx.models.sites`: capability flags, positions),
-    and the rnn decoder knows the cross-attention's placement. Returns the checked sites, which the
+    an lm plan is given only to a model with an lm, and the rnn decoder knows the cross-attention's
+    placement. Returns the checked sites, which the
     model is then built from."""
     from attnx.models.sites import resolve_sites
     from attnx.nn.attention import PLACEMENTS
 
     parts = {k: sections.get(k) if k in kind.parts else None for k in ("encoder", "decoder")}
+    if "lm" not in kind.parts and (sections.get("lm") or {}).get("layers") is not None:
+        raise ConfigError(
+            f"lm.layers: task {sections['task']['name']} trains a {kind.name} model, which has no lm; "
+            "a plan chooses an lm's layers (attention= chooses this model's mechanism)"
+        )
     try:
         found = resolve_sites(kind.name, {**sections, **parts})
     except ValueError as error:

@@ -15,7 +15,7 @@ from attnx.cli import main as cli
 from attnx.config.compose import compose
 from attnx.predict import load
 
-from helpers.tiny import ONE_EPOCH, TINY_BUDGET, TINY_LM, completed, sizes, train
+from helpers.tiny import ONE_EPOCH, TINY, TINY_BUDGET, TINY_LM, TINY_RNN, completed, sizes, train
 
 PLAN = "lm.layers=[{name:sliding_window,num_heads:2,window:4},{name:linear,num_heads:2}]"
 
@@ -80,6 +80,19 @@ def test_a_bad_plan_is_one_line_naming_the_layer_and_the_key_exit_2_nothing_trai
     capsys.readouterr()
     assert train(tmp_path / "run", *TINY_LM, "lm.num_layers=2", *plan.split(), *TINY_BUDGET) == 2
     err = capsys.readouterr().err
+    assert err.startswith(f"attnx train: {expected}") and err.count("\n") == 1, err
+    assert not list(tmp_path.rglob("*.ckpt"))  # nothing trained
+
+
+def test_a_plan_for_a_model_without_an_lm_is_one_line_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    capsys.readouterr()
+    assert train(tmp_path, "task=reverse", "lm.layers=[{name:linear}]", *TINY_RNN, *TINY) == 2
+    err = capsys.readouterr().err
+    expected = (
+        "lm.layers: task reverse trains a seq2seq model, which has no lm; a plan chooses an lm's layers"
+    )
     assert err.startswith(f"attnx train: {expected}") and err.count("\n") == 1, err
     assert not list(tmp_path.rglob("*.ckpt"))  # nothing trained
 
