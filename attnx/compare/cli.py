@@ -174,9 +174,9 @@ def main(argv: list[str]) -> int:
     from attnx.compare.report import CompareStudy, write_report
     from attnx.nn.attention import hosts_attention
 
-    chosen = {arm.label: mechanism_of(arm) for arm in arms}
+    mechanisms = {arm.label: mechanism_of(arm) for arm in arms}  # None: a plan's arm, no one mechanism
     attending = {
-        label for label, c in chosen.items() if c and hosts_attention(registry.get("attention", c[0]))
+        label for label, m in mechanisms.items() if m and hosts_attention(registry.get("attention", m[0]))
     }
     study = CompareStudy(
         out,
