@@ -1,5 +1,6 @@
-"""`attnx compare attention=NAME [attention.KEY=V ...] | score=NAME [...]`: a candidate against the classic
-mechanisms, on a suite of tasks, over seeds, in one command.
+"""`attnx compare attention=NAME [attention.KEY=V ...] | score=NAME [...] | lm.layers=[...]`: a candidate (a
+mechanism, a score, or an lm's per-layer plan, labelled `base_conv+based`) against the classic mechanisms,
+on a suite of tasks, over seeds, in one command.
 
 1. The suite (`suite=quick`, conf/suite/) names tasks, each with its `attnx train` overrides. Every
    mechanism of `mechanisms` and the candidate (a score runs inside `score_host`) is an **arm**; an arm
