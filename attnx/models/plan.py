@@ -19,10 +19,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any, TypeVar
 
 from omegaconf import OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 from attnx import registry
 
 KEY = "lm.layers"
+EXAMPLE = {"attention": "linear", "score": "dot"}  # a name for each kind's error message
 _T = TypeVar("_T")
 
 
@@ -33,15 +35,15 @@ def where(index: int) -> str:
 
 def plan_of(lm: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
     """The lm section's plan, completed and checked (`complete`), or None when it has none."""
-    layers = None if lm is None else lm.get("layers")
-    if layers is None:
+    if lm is None or lm.get("layers") is None:
         return None
+    layers = lm["layers"]
     if not isinstance(layers, Sequence) or isinstance(layers, str) or not layers:
         raise ValueError(
             f"{KEY}={layers!r}: must be a non-empty list of attention sections, e.g. "
             "[{name:sliding_window},{name:linear}], or null for the run's attention"
         )
-    layers_count, num_layers = len(layers), lm.get("num_layers") if lm is not None else None
+    layers_count, num_layers = len(layers), lm.get("num_layers")
     if isinstance(num_layers, int) and num_layers % layers_count:
         how = "more than" if layers_count > num_layers else "not a divisor of"
         raise ValueError(
@@ -54,12 +56,8 @@ def plan_of(lm: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
 def complete(index: int, layer: Any) -> dict[str, Any]:
     """Layer `index`'s section typed by its mechanism's registered config, every hyperparameter filled in,
     its name the registered one; its `score` the same way by the score's config."""
-    if not isinstance(layer, Mapping) or not isinstance(layer.get("name"), str):
-        raise ValueError(
-            f"{where(index)}={layer!r}: must be an attention section with a name, e.g. {{name:linear}}"
-        )
-    given = dict(layer)
-    score = given.pop("score", None)
+    given = dict(layer) if isinstance(layer, Mapping) else layer
+    score = given.pop("score", None) if isinstance(given, dict) else None
     done = _typed("attention", where(index), given)
     if score is not None:
         if isinstance(score, str):  # `score: rope`, as a run's `score=rope`
@@ -68,7 +66,9 @@ def complete(index: int, layer: Any) -> dict[str, Any]:
     return done
 
 
-def _typed(kind: str, key: str, section: Mapping[str, Any]) -> dict[str, Any]:
+def _typed(kind: str, key: str, section: Any) -> dict[str, Any]:
+    if not isinstance(section, Mapping) or not isinstance(section.get("name"), str):
+        raise ValueError(f"{key}={section!r}: must be a section with a name, e.g. {{name:{EXAMPLE[kind]}}}")
     try:
         entry = registry.registry(kind).entry(section["name"])
     except registry.RegistryError as error:
@@ -82,7 +82,7 @@ def _typed(kind: str, key: str, section: Mapping[str, Any]) -> dict[str, Any]:
     try:
         merged = OmegaConf.merge(schema, {k: v for k, v in section.items() if k != "name"})
         typed = OmegaConf.to_container(merged, throw_on_missing=True)
-    except Exception as error:  # a wrong type, a value left unset: OmegaConf knows the key
+    except OmegaConfBaseException as error:  # a wrong type, a value left unset: OmegaConf knows the key
         first = str(error).strip().splitlines()[0]
         field = getattr(error, "full_key", None)
         raise ValueError(f"{key}.{field}: {first}" if field else f"{key}: {first}") from None

@@ -63,7 +63,11 @@ def test_an_entry_is_completed_with_its_defaults_and_its_registered_name() -> No
         ([LINEAR, {"name": "dot", "score": {"name": "dot", "x": 1}}], "lm.layers.1.score.x: score dot"),
         ([LINEAR] * 3, "lm.layers has 3 entries, more than lm.num_layers=2"),
         ([], "lm.layers=[]: must be a non-empty list"),
-        ([{"window": 3}], "lm.layers.0={'window': 3}: must be an attention section with a name"),
+        ([{"window": 3}], "lm.layers.0={'window': 3}: must be a section with a name, e.g. {name:linear}"),
+        (
+            [{"name": "dot", "score": 3}],
+            "lm.layers.0.score=3: must be a section with a name, e.g. {name:dot}",
+        ),
     ],
 )
 def test_bad_entries_are_one_line_naming_the_layer_and_the_key(layers: list[Any], expected: str) -> None:
