@@ -1,7 +1,7 @@
 """An lm's per-layer plan (`lm.layers`) through the real CLI: a plan trains, its record names it, its
-checkpoint loads and decodes (`attnx generate`), its heatmaps name each layer's mechanism; bad plans are
-one line naming the layer and the key, exit 2, nothing trained; the Based recipe (`lm=based`) once
-`base_conv` is registered."""
+checkpoint loads and decodes (`attnx generate`), plans sweep with `-m`, with heatmaps of each layer; bad
+plans are one line naming the layer and the key, exit 2, nothing trained; the Based recipe (`lm=based`)
+once `base_conv` is registered."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from attnx.cli import main as cli
 from attnx.config.compose import compose
 from attnx.predict import load
 
-from helpers.tiny import ONE_EPOCH, TINY, TINY_BUDGET, TINY_LM, TINY_RNN, completed, sizes, train
+from helpers.tiny import ONE_EPOCH, TINY, TINY_BUDGET, TINY_LM, TINY_RNN, completed, results, sizes, train
 
 PLAN = "lm.layers=[{name:sliding_window,num_heads:2,window:4},{name:linear,num_heads:2}]"
 
@@ -50,10 +50,18 @@ def test_a_plans_checkpoint_loads_with_each_layers_mechanism_and_decodes(
     assert continuation == [loaded.spec.src_itos[i] for i in tokens[0, 5:].tolist()]
 
 
-def test_a_plans_heatmaps_name_each_layers_mechanism(tmp_path: Path) -> None:
-    completed(tmp_path, *TINY_LM, "lm.num_layers=2", PLAN, *ONE_EPOCH, *sizes(train=16, val=8, test=8))
-    drawn = sorted(p.name for p in (tmp_path / "attention_maps" / "test").iterdir())
-    assert any(n.startswith("self_layer1") for n in drawn) and any(n.startswith("self_layer2") for n in drawn)
+def test_plans_sweep_from_the_command_line_and_their_heatmaps_cover_each_layer(tmp_path: Path) -> None:
+    plans = "lm.layers=[{name:linear}],[{name:sliding_window,window:4},{name:linear}]"
+    budget = [*ONE_EPOCH, *sizes(train=16, val=8, test=8)]
+    assert train(tmp_path, *TINY_LM, "lm.num_layers=2", plans, *budget, sweep=True) == 0
+    records = results(tmp_path)
+    assert [r["choices"]["attention"] for r in records] == ["linear", "sliding_window+linear"]
+    for record in records:
+        assert record["status"] == "completed", record.get("error")
+        drawn = {
+            p.name.split("_")[1] for p in (Path(record["output_dir"]) / "attention_maps" / "test").iterdir()
+        }
+        assert drawn == {"layer1", "layer2"}
 
 
 @pytest.mark.parametrize(
