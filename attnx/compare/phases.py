@@ -91,7 +91,13 @@ def inference_ms(folder: Path, cfg: DictConfig, arms: list[Arm]) -> dict[str, fl
 
     measured: dict[str, float] = {}
     for arm in arms:
-        name, score = mechanism_of(arm)
+        chosen = mechanism_of(arm)
+        if chosen is None:
+            log.warning(
+                "%s is a per-layer plan, not one mechanism to time; its inference time is left out", arm.label
+            )
+            continue
+        name, score = chosen
         try:
             settings = attention_settings(
                 [name], [score] if score else None, [cfg.bench.dim], [cfg.bench.heads], causal=False
@@ -108,7 +114,10 @@ def inference_ms(folder: Path, cfg: DictConfig, arms: list[Arm]) -> dict[str, fl
     return measured
 
 
-def mechanism_of(arm: Arm) -> tuple[str, str | None]:
-    """The registered name of an arm's mechanism, and its score as given (None: the mechanism's own)."""
+def mechanism_of(arm: Arm) -> tuple[str, str | None] | None:
+    """The registered name of an arm's mechanism, and its score as given (None: the mechanism's own);
+    None for an lm plan's arm (`lm.layers`), which has a mechanism per layer."""
     chosen = dict(o.split("=", 1) for o in arm.overrides if "." not in o.split("=", 1)[0])
+    if "attention" not in chosen:
+        return None
     return registry.registry("attention").canonical(chosen["attention"]), chosen.get("score")

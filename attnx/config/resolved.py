@@ -80,14 +80,16 @@ class ResolvedRun:
 
     def choices(self) -> dict[str, str | None]:
         """The registered names the run chose: its task, each part's, its attention and the score it really
-        uses (its mechanism's default when none is set); None for a part its model type lacks."""
+        uses (its mechanism's default when none is set), or an lm plan's label (`Sites.chosen`); None for a
+        part its model type lacks."""
         parts = self.model_type.parts
+        attention, score = self.sites.chosen()
         return {
             "task": self["task"]["name"],
             **{
                 p: self[p]["name"] if p in parts and self.sections.get(p) else None
                 for p in ("encoder", "decoder")
             },
-            "attention": self.sites.attention.attention,
-            "score": self.sites.attention.score,
+            "attention": attention,
+            "score": score,
         }

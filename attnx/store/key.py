@@ -28,6 +28,8 @@ from attnx import registry
 from attnx.config.resolved import UNRESULTED
 
 KINDS = ("task", "encoder", "decoder", "attention", "score")  # a section named so, with a `name`, is a choice
+# each entry of a list under these keys is a section of that kind: an lm's plan, `lm.layers`
+LISTS = {"layers": "attention"}
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,8 @@ def _file_hash(path: Path) -> str:
 
 def _plugin_files(config: dict[str, Any]) -> set[Path]:
     """The source file, outside attnx, of each registered class the run chooses (every `name` of a
-    section named after a kind, slots included): an edit to a plugin changes its runs' keys only."""
+    section named after a kind, slots and an lm plan's entries included): an edit to a plugin changes its
+    runs' keys only."""
     package = Path(attnx.__file__).parent
     files = set()
     for kind, name in _choices(config):
@@ -90,7 +93,11 @@ def _choices(node: Any, kind: str | None = None) -> Iterator[tuple[str, str]]:
         if kind is not None and isinstance(node.get("name"), str):
             yield kind, node["name"]
         for key, value in node.items():
-            yield from _choices(value, key if key in KINDS else None)
+            if isinstance(value, list) and key in LISTS:
+                for entry in value:
+                    yield from _choices(entry, LISTS[key])
+            else:
+                yield from _choices(value, key if key in KINDS else None)
 
 
 def _data_files(task: dict[str, Any]) -> set[Path]:

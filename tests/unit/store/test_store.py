@@ -78,6 +78,21 @@ def test_the_key_holds_the_plugin_files_source_and_the_datas_files(
     assert run_key(compose(text)).hex != first
 
 
+@pytest.mark.slow  # a Hydra composition
+def test_the_key_holds_the_files_of_the_plugins_an_lm_plan_chooses(
+    tmp_path: Path, isolated_registries: None
+) -> None:
+    plugin = tmp_path / "my_mechanism.py"
+    plugin.write_text(
+        "from attnx.nn.multihead import MultiHeadAttention\nfrom attnx.registry import register_attention\n\n"
+        "@register_attention('store_probe_mechanism')\nclass StoreProbe(MultiHeadAttention):\n    pass\n"
+    )
+    imported(plugin)
+    plan = ["task=mqar", "lm.layers=[{name:multi_head},{name:store_probe_mechanism}]"]
+    assert str(plugin.resolve()) in run_key(compose(plan)).parts["plugins"]
+    assert run_key(compose(["task=mqar"])).parts["plugins"] == {}
+
+
 def finished(folder: Path) -> Path:
     """A completed run folder as `attnx train` leaves one: its record, a checkpoint, its lock."""
     (folder / "checkpoints").mkdir(parents=True)
