@@ -36,6 +36,8 @@ class LMConfig:
     positions: str = MISSING
     max_len: int = MISSING
     conv: int = MISSING  # short causal convolution's kernel size before each mechanism; 0 = none
+    init: str = MISSING  # torch | normal (attnx.nn.init.INITS)
+    tie_embeddings: bool = MISSING  # the read-out is the embedding table
 
 
 @dataclass
