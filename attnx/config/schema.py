@@ -36,6 +36,8 @@ class LMConfig:
     positions: str = MISSING
     max_len: int = MISSING
     conv: int = MISSING  # short causal convolution's kernel size before each mechanism; 0 = none
+    init: str = MISSING  # torch | normal (attnx.nn.init.INITS)
+    tie_embeddings: bool = MISSING  # the read-out is the embedding table
     # a plan: an attention section per block (or a pattern of them); each typed by attnx.models.plan, not
     # here, since the sections of different mechanisms have no one schema. null: the run's `attention`
     layers: Optional[list[Any]] = MISSING  # noqa: UP045

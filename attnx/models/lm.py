@@ -11,6 +11,7 @@ from torch import nn
 from attnx.models.plan import per_layer
 from attnx.nn.attention import Mechanism
 from attnx.nn.encoders import length_mask
+from attnx.nn.init import check_init, initialise
 from attnx.nn.positions import AbsolutePositions, Positions
 from attnx.nn.transformer import BlockState, SelfAttentionBlock
 from attnx.vocab import PAD
@@ -35,7 +36,9 @@ class CausalLM(nn.Module):
     absolute position encoding (`positions`: sinusoidal | learned | none, for relative scores).
     `ff_dim` = 0 (the default) makes the blocks attention-only, as Zoology's recall models; `ff` chooses
     the MLP (gelu, or swiglu as MAD's models); `conv` = k > 0 gives every block's mechanism a short
-    causal convolution of kernel k on its input, as Zoology gives its sub-quadratic mixers.
+    causal convolution of kernel k on its input, as Zoology gives its sub-quadratic mixers. `init` starts
+    the weights as PyTorch's modules do ("torch") or GPT-2's N(0, 0.02) ("normal", Zoology's;
+    attnx.nn.init), and `tie_embeddings` reads the logits out through the embedding table.
 
     `prefill` then `step` decode token by token through each block's cache (`BlockState`), equal to
     `forward` over the whole sequence; a table of absolute positions bounds that at `max_len` tokens."""
@@ -52,8 +55,11 @@ class CausalLM(nn.Module):
         positions: str = "sinusoidal",
         max_len: int = 512,
         conv: int = 0,
+        init: str = "torch",
+        tie_embeddings: bool = False,
     ) -> None:
         super().__init__()
+        check_init(init)
         if conv < 0:
             raise ValueError(f"conv must be 0 (none) or a kernel size >= 1; got conv={conv}")
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=PAD)
@@ -70,7 +76,10 @@ class CausalLM(nn.Module):
             for mechanism in per_layer(pattern, num_layers)
         )
         self.norm = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, vocab_size)
+        self.head = nn.Linear(d_model, vocab_size, bias=not tie_embeddings)
+        initialise(self, init)
+        if tie_embeddings:  # the read-out is the embedding table (GPT-2's, Zoology's): one matrix, no bias
+            self.head.weight = self.embed.weight
 
     def forward(
         self, tokens: torch.Tensor, lengths: torch.Tensor, need_weights: bool = False
