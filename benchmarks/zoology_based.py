@@ -118,7 +118,13 @@ def recipe(args: argparse.Namespace) -> int:
         "verdict": common.verdict(median["acc"] >= 0.99 and median["cpu"] <= 300),
     }
     header = ["seed", "test/acc", "steps", "train s", "CPU s (whole run)"]
-    common.record(args, {"recipe": common.table(header, rows, right_from=1)}, median, [headline])
+    common.record(
+        args,
+        {"recipe": common.table(header, rows, right_from=1)},
+        median,
+        [headline],
+        name="zoology_based.recipe",
+    )
     return 0
 
 
