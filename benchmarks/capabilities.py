@@ -113,7 +113,8 @@ def main() -> int:
         "measured": " and ".join(f"{a:.3f} vs {b:.3f}" for a, b in softmax)
         + "; window "
         + " and ".join(f"{a:.3f} ≤ {b:.3f}" for a, b in window),
-        "verdict": "reproduced" if all(a > b for a, b in softmax) and all(a <= b for a, b in window)
+        "verdict": "reproduced"
+        if all(a > b for a, b in softmax) and all(a <= b for a, b in window)
         else "not reproduced",
     }
     print(f"{len(records)} runs in {wall / 60:.1f} min of wall time; runs: {folder}")

@@ -29,6 +29,7 @@ from attnx.bench.settings import (
     attention_settings,
     budget_rule,
     encoder_settings,
+    layers,
     lm_settings,
 )
 from attnx.cli import ArgumentParser
@@ -38,14 +39,16 @@ from attnx.table import cell, markdown_table
 DEFAULT = Timing()  # the command line's defaults are the ones `attnx compare` measures with
 
 
-def _names(value: str, kind: str) -> list[str]:
-    """A comma list of registered names; "all" means every registered one."""
+def _names(value: str, kind: str, plans: bool = False) -> list[str]:
+    """A comma list of registered names; "all" means every registered one. With `plans`, a name may be
+    an lm plan of them, `sliding_window+linear`."""
     available = registry.available(kind)
     if value == "all":
         return available
     names = [v.strip() for v in value.split(",") if v.strip()]
     for name in names:
-        registry.get(kind, name)  # unknown names fail here with did-you-mean
+        for one in layers(name) if plans else [name]:
+            registry.get(kind, one)  # unknown names fail here with did-you-mean
     return names
 
 
@@ -105,7 +108,7 @@ def settings(args: argparse.Namespace) -> list[Setting]:
         scores = _names(args.score, "score") if args.score else None
         found += attention_settings(names, scores, args.dim, args.heads, args.causal)
     if args.lm:
-        found += lm_settings(_names(args.lm, "attention"), args.dim, args.heads)
+        found += lm_settings(_names(args.lm, "attention", plans=True), args.dim, args.heads)
     encoders = [e.strip() for e in args.encoder.split(",") if e.strip()]
     return found + encoder_settings(encoders, args.dim, args.heads)
 
@@ -231,7 +234,7 @@ def parser() -> ArgumentParser:
     p.add_argument(
         "--lm",
         help="mechanisms, comma-separated or 'all', each as the causal self-attention of a decoder-only "
-        "model (the lm kind: one block, embedding and head) over N tokens",
+        "model (the lm kind: one block, embedding and head) over N tokens; a plan, a+b, one block each",
     )
     p.add_argument("--lengths", type=_ints, default=[64, 128, 256, 512, 1024, 2048, 4096], help="N grid")
     p.add_argument("--dim", type=_ints, default=[64], help="model widths d, comma-separated")

@@ -128,22 +128,23 @@ def workload(
 
 def decoding_state(setting: Setting, module: nn.Module, n: int) -> tuple[int | None, str]:
     """(bytes, "") a causal self-attention site of the row's mechanism keeps per sequence to decode the
-    token after n tokens, or (None, why not)."""
+    token after n tokens (an lm row's: every block's site, a plan's each of its own), or (None, why not)."""
     if setting.kind == "encoder":
         return None, "an encoder"
     if not setting.causal:
         causal = attention_class(setting.name).causal
         return None, "not a causal row (--causal)" if causal else "no causal mask"
-    mechanism = (
-        module
+    sites = (
+        [module]
         if isinstance(module, Attention)
-        else next(m.mechanism for m in module.modules() if isinstance(m, AttentionSite))
+        else [m.mechanism for m in module.modules() if isinstance(m, AttentionSite)]
     )
-    size = KVCache.state_size(mechanism, n)
-    if size is None:
-        return None, f"{type(mechanism).__name__}.state_size undeclared"
-    numbers = next(mechanism.parameters(), torch.empty(()))  # the dtype its cache is kept in
-    return size * numbers.element_size(), ""
+    sizes = [KVCache.state_size(mechanism, n) for mechanism in sites]  # an lm row's: each block's, summed
+    undeclared = next((m for m, size in zip(sites, sizes) if size is None), None)
+    if undeclared is not None:
+        return None, f"{type(undeclared).__name__}.state_size undeclared"
+    numbers = next(sites[0].parameters(), torch.empty(()))  # the dtype its cache is kept in
+    return sum(size or 0 for size in sizes) * numbers.element_size(), ""
 
 
 def measure(setting: Setting, module: nn.Module, n: int, timing: Timing, device: torch.device) -> Point:

@@ -5,7 +5,8 @@ Each attention setting runs as self-attention over N positions of width d: queri
 the same [batch, N, d] states, as in a Transformer layer (a mechanism's `memory()` decides what it
 attends to: `fixed_c` reads one summary slot). Encoder settings run over N tokens; the rnn encoder is
 the linear-time reference. An lm setting runs the lm kind's whole decoder-only model (embedding, one
-block whose causal self-attention is the mechanism, the next-token head).
+block whose causal self-attention is the mechanism, the next-token head); an lm row may name a per-layer
+plan, `base_conv+based`, one block per mechanism (`attnx.models.plan`).
 
 Each row has a memory budget at its largest N, from the growth its mechanism declares
 (`Attention.memory_growth`; the rnn encoder is linear, the self_attn one quadratic): LINEAR_FLOATS
@@ -55,7 +56,7 @@ class Setting:
     """One row of the benchmark: a module at one width (and head count, where it has heads). Not the
     kit's `attnx.testing.cases.Case`, which is a check a mechanism must pass."""
 
-    kind: str  # "attention" | "encoder" | "lm" (a decoder-only model of one block of `name`)
+    kind: str  # "attention" | "encoder" | "lm" (a decoder-only model of a block per mechanism of `name`)
     name: str
     score: str | None
     dim: int
@@ -76,7 +77,15 @@ class Setting:
     def memory_growth(self) -> int:
         if self.kind == "encoder":
             return ENCODER_GROWTH[self.name]
-        return attention_class(self.name).memory_growth
+        return max(attention_class(name).memory_growth for name in layers(self.name))
+
+
+def layers(name: str) -> list[str]:
+    """The mechanisms of an lm row's blocks: `base_conv+based` is a plan of two, a name alone one block."""
+    return name.split(PLAN)
+
+
+PLAN = "+"  # between the mechanisms of an lm row's plan, as `attnx.models.plan.label` writes it
 
 
 def attention_class(name: str) -> type[Attention]:
@@ -107,14 +116,17 @@ def attention_settings(
 
 
 def lm_settings(names: Sequence[str], dims: Sequence[int], heads: Sequence[int]) -> list[Setting]:
-    """Each mechanism as the causal self-attention of a one-block decoder-only model."""
+    """Each mechanism as the causal self-attention of a one-block decoder-only model; a plan
+    (`sliding_window+linear`) as one block per mechanism."""
     found: list[Setting] = []
     for name in names:
-        if not attention_class(name).causal:
-            raise ValueError(
-                f"--lm {name}: it declares no causal mask, so it cannot be an lm's self-attention"
-            )
-        found += [Setting("lm", name, None, d, h, causal=True) for d, h in widths(dims, heads, _heads(name))]
+        for layer in layers(name):
+            if not attention_class(layer).causal:
+                raise ValueError(
+                    f"--lm {name}: {layer} declares no causal mask, so it cannot be an lm's self-attention"
+                )
+        has_heads = any(_heads(layer) for layer in layers(name))
+        found += [Setting("lm", name, None, d, h, causal=True) for d, h in widths(dims, heads, has_heads)]
     return found
 
 
@@ -149,9 +161,12 @@ def module_for(setting: Setting, max_len: int) -> nn.Module:
         return build_host("encoder", {"name": setting.name, **params}, vocab_size=VOCAB)
     hyper = {} if setting.heads is None else {"num_heads": setting.heads}
     if setting.kind == "lm":
-        lm: dict[str, Any] = {"d_model": setting.dim, "num_layers": 1, "ff_dim": 2 * setting.dim}
+        planned = [{"name": name, **(hyper if _heads(name) else {})} for name in layers(setting.name)]
+        lm: dict[str, Any] = {"d_model": setting.dim, "num_layers": len(planned), "ff_dim": 2 * setting.dim}
         lm |= {"dropout": 0.0, "positions": "sinusoidal", "max_len": max_len}
-        return build_model("lm", VOCAB, None, {"name": setting.name, **hyper}, None, {}, lm=lm)
+        if len(planned) > 1:
+            lm["layers"] = planned
+        return build_model("lm", VOCAB, None, planned[0], None, {}, lm=lm)
     factory = None if setting.score is None else score_factory({"name": setting.score})
     d = setting.dim
     return registry.build(

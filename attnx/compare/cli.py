@@ -1,5 +1,6 @@
-"""`attnx compare attention=NAME [attention.KEY=V ...] | score=NAME [...]`: a candidate against the classic
-mechanisms, on a suite of tasks, over seeds, in one command.
+"""`attnx compare attention=NAME [attention.KEY=V ...] | score=NAME [...] | lm.layers=[...]`: a candidate (a
+mechanism, a score, or an lm's per-layer plan, labelled `base_conv+based`) against the classic mechanisms,
+on a suite of tasks, over seeds, in one command.
 
 1. The suite (`suite=quick`, conf/suite/) names tasks, each with its `attnx train` overrides. Every
    mechanism of `mechanisms` and the candidate (a score runs inside `score_host`) is an **arm**; an arm
@@ -66,9 +67,10 @@ from attnx.compare.phases import inference_ms, launch, mechanism_of
 from attnx.compare.plan import Arm, final_jobs, search_jobs, with_best_rates
 from attnx.compare.verify import verify
 from attnx.config.compose import ConfigError, one_line, search_path_override
+from attnx.models import plan
 from attnx.report.document import slug
 
-CANDIDATE_KEYS = ("attention", "score")  # with their fields: what names the candidate
+CANDIDATE_KEYS = ("attention", "score")  # with their fields: what names the candidate; or an lm plan
 OWN = {  # run keys compare sets itself, and how to say what you meant instead
     "seed": "seeds come from the suite: seeds=8 or seeds=[0,1,2]",
     "resume": "it always resumes: resume=auto",
@@ -182,8 +184,9 @@ def main(argv: list[str]) -> int:
     from attnx.compare.report import CompareStudy, write_report
     from attnx.nn.attention import hosts_attention
 
+    mechanisms = {arm.label: mechanism_of(arm) for arm in arms}  # None: a plan's arm, no one mechanism
     attending = {
-        arm.label for arm in arms if hosts_attention(registry.get("attention", mechanism_of(arm)[0]))
+        label for label, m in mechanisms.items() if m and hosts_attention(registry.get("attention", m[0]))
     }
     study = CompareStudy(
         out,
@@ -227,7 +230,7 @@ def split(argv: list[str]) -> Request:
             raise ConfigError(f"{text}: compare sweeps its mechanisms and seeds itself; give one value")
         if key.split(".")[0] in COMPARE_KEYS:
             request.compare.append(text)
-        elif key.split(".")[0] in CANDIDATE_KEYS:
+        elif key.split(".")[0] in CANDIDATE_KEYS or key == plan.KEY:
             request.candidate.append(text)
         elif key == "resume" and override.value() == "auto":
             continue  # what every compare does: finished runs are skipped, interrupted ones resume
@@ -302,8 +305,16 @@ def suite_name(overrides: list[str]) -> str:
 
 
 def candidate_arm(cfg: DictConfig, overrides: list[str]) -> Arm:
-    """The candidate's arm: its overrides as given; a score alone runs inside `score_host`."""
+    """The candidate's arm: its overrides as given; a score alone runs inside `score_host`; an lm plan
+    (`lm.layers=[...]`) labelled by its layers' mechanisms (`base_conv+based`)."""
     chosen = {o.split("=", 1)[0]: o.split("=", 1)[1] for o in overrides if "." not in o.split("=", 1)[0]}
+    planned = [o for o in overrides if o.split("=", 1)[0] == plan.KEY]
+    if planned:
+        if chosen:
+            raise ConfigError(
+                f"{planned[-1]}: a plan names each layer's mechanism and score; drop {next(iter(chosen))}="
+            )
+        return Arm(plan_label(planned[-1]), tuple(overrides), candidate=True)
     if "attention" in chosen:
         name = registry.registry("attention").canonical(chosen["attention"])
         label = name if "score" not in chosen else f"{name}+{chosen['score']}"
@@ -312,6 +323,18 @@ def candidate_arm(cfg: DictConfig, overrides: list[str]) -> Arm:
         raise ConfigError(f"{overrides[0]}: set attention=NAME or score=NAME first")
     score = registry.registry("score").canonical(chosen["score"])
     return Arm(f"{cfg.score_host}+{score}", (f"attention={cfg.score_host}", *overrides), candidate=True)
+
+
+def plan_label(override: str) -> str:
+    """`base_conv+based`: an lm plan's mechanisms by their registered names (as given where unknown:
+    the arm's validation names the layer)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    layers = OverridesParser.create().parse_override(override).value()
+    if not isinstance(layers, list) or not all(isinstance(x, dict) and "name" in x for x in layers):
+        raise ConfigError(f"{override}: a plan is a list of attention sections, e.g. [{{name:linear}}]")
+    names = registry.registry("attention")
+    return plan.label([names.canonical(x["name"]) if x["name"] in names else x["name"] for x in layers])
 
 
 def store_override(cfg: DictConfig) -> list[str]:

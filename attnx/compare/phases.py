@@ -15,10 +15,10 @@ from omegaconf import DictConfig, OmegaConf
 from attnx import registry
 from attnx.compare.plan import Arm, Job
 from attnx.compare.progress import Progress
+from attnx.config.resolved import UNRESULTED
 from attnx.report.document import slug
 
 log = logging.getLogger("attnx")
-UNCHANGING = ("resume", "compile_cache", "store", "summary")  # run keys that change no result
 
 
 def launch(
@@ -65,7 +65,7 @@ def multirun(overrides: list[str]) -> int:
 
 def same(recorded: list[str], planned: list[str]) -> bool:
     """Whether a completed run's overrides are the planned ones, as Hydra's grammar reads them (a job
-    records no `hydra...` override, and neither `resume` nor `compile_cache` changes a result)."""
+    records no `hydra...` override, and no key of UNRESULTED changes a result)."""
     return _normal(recorded) == _normal(planned)
 
 
@@ -76,7 +76,7 @@ def _normal(overrides: list[str]) -> list[str]:
     return sorted(
         f"{o.key_or_group}={o.get_value_element_as_str()}"
         for o in parsed
-        if o.key_or_group not in UNCHANGING and not re.match(r"hydra($|[./])", o.key_or_group)
+        if re.split(r"[./]", o.key_or_group, maxsplit=1)[0] not in (*UNRESULTED, "hydra")
     )
 
 
@@ -91,7 +91,13 @@ def inference_ms(folder: Path, cfg: DictConfig, arms: list[Arm]) -> dict[str, fl
 
     measured: dict[str, float] = {}
     for arm in arms:
-        name, score = mechanism_of(arm)
+        chosen = mechanism_of(arm)
+        if chosen is None:
+            log.warning(
+                "%s is a per-layer plan, not one mechanism to time; its inference time is left out", arm.label
+            )
+            continue
+        name, score = chosen
         try:
             settings = attention_settings(
                 [name], [score] if score else None, [cfg.bench.dim], [cfg.bench.heads], causal=False
@@ -108,7 +114,10 @@ def inference_ms(folder: Path, cfg: DictConfig, arms: list[Arm]) -> dict[str, fl
     return measured
 
 
-def mechanism_of(arm: Arm) -> tuple[str, str | None]:
-    """The registered name of an arm's mechanism, and its score as given (None: the mechanism's own)."""
+def mechanism_of(arm: Arm) -> tuple[str, str | None] | None:
+    """The registered name of an arm's mechanism, and its score as given (None: the mechanism's own);
+    None for an lm plan's arm (`lm.layers`), which has a mechanism per layer."""
     chosen = dict(o.split("=", 1) for o in arm.overrides if "." not in o.split("=", 1)[0])
+    if "attention" not in chosen:
+        return None
     return registry.registry("attention").canonical(chosen["attention"]), chosen.get("score")

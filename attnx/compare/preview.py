@@ -61,6 +61,18 @@ def preview(cfg: DictConfig, jobs: list[Job], search: list[Job], runs: list[str]
             table,
             "",
             f"{total} runs ({len(search)} of them the learning-rate search): {stored} found in {where}, "
-            f"{total - stored} to train; one at a time: {estimate}. Nothing was trained (plan=true).",
+            f"{total - stored} to train; one at a time: {estimate}.{_continued(cfg)} Nothing was trained "
+            "(plan=true).",
         ]
+    )
+
+
+def _continued(cfg: DictConfig) -> str:
+    """What the counts leave out under `budget_cap` (attnx.compare.budget): continuations, which depend on
+    curves not yet trained."""
+    if cfg.budget_cap <= 1:
+        return ""
+    return (
+        " Runs still improving at the end of their budget are then continued, a budget at a time, up to "
+        f"{cfg.budget_cap} budgets (budget_cap): not counted here."
     )

@@ -27,6 +27,11 @@ if TYPE_CHECKING:
     from attnx.tasks.shape import Reader, Shape
 
 PLUMBING = ("trainer", "callbacks", "logger", "paths", "hydra")
+# top-level keys that change no number a run records: where it writes, how it logs, whether it resumes
+# (exactly: attnx.lit.resume), where its compiled kernels are cached, the run store, its printed summary. The
+# one list a run store's key leaves out (attnx.store.key), that resume=auto and the store ignore when they ask
+# whether a folder's run is this one (attnx.train.identity), and that compare ignores in a planned job
+UNRESULTED = ("logger", "paths", "resume", "compile_cache", "store", "summary")
 
 
 def frozen(value: Any) -> Any:
@@ -75,14 +80,16 @@ class ResolvedRun:
 
     def choices(self) -> dict[str, str | None]:
         """The registered names the run chose: its task, each part's, its attention and the score it really
-        uses (its mechanism's default when none is set); None for a part its model type lacks."""
+        uses (its mechanism's default when none is set), or an lm plan's label (`Sites.chosen`); None for a
+        part its model type lacks."""
         parts = self.model_type.parts
+        attention, score = self.sites.chosen()
         return {
             "task": self["task"]["name"],
             **{
                 p: self[p]["name"] if p in parts and self.sections.get(p) else None
                 for p in ("encoder", "decoder")
             },
-            "attention": self.sites.attention.attention,
-            "score": self.sites.attention.score,
+            "attention": attention,
+            "score": score,
         }

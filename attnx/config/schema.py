@@ -26,7 +26,7 @@ class ClassifierConfig:
 @dataclass
 class LMConfig:
     """The `lm` model kind (attnx.models.lm.CausalLM): its causal self-attention is the run's
-    `attention` and `score`."""
+    `attention` and `score`, or each block's entry of the plan `layers` (attnx.models.plan)."""
 
     d_model: int = MISSING
     num_layers: int = MISSING
@@ -36,6 +36,11 @@ class LMConfig:
     positions: str = MISSING
     max_len: int = MISSING
     conv: int = MISSING  # short causal convolution's kernel size before each mechanism; 0 = none
+    init: str = MISSING  # torch | normal (attnx.nn.init.INITS)
+    tie_embeddings: bool = MISSING  # the read-out is the embedding table
+    # a plan: an attention section per block (or a pattern of them); each typed by attnx.models.plan, not
+    # here, since the sections of different mechanisms have no one schema. null: the run's `attention`
+    layers: Optional[list[Any]] = MISSING  # noqa: UP045
 
 
 @dataclass

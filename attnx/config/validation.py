@@ -85,6 +85,11 @@ def _check_fields(path: str, values: Mapping[str, Any]) -> None:
         if isinstance(value, Mapping):
             _check_fields(f"{path}.{key}", value)
             continue
+        if isinstance(value, list):  # an lm's plan: `lm.layers.1.window`
+            for i, item in enumerate(value):
+                if isinstance(item, Mapping):
+                    _check_fields(f"{path}.{key}.{i}", item)
+            continue
         rule = next((r for r in FIELD_RULES if any(fnmatch(key, p) for p in r[0])), None)
         if value is not None and rule is not None and not rule[2](value):
             raise ConfigError(f"{path}.{key}={value}: must be {rule[1]}")
@@ -125,7 +130,7 @@ def validate(cfg: DictConfig, here: bool = True) -> ResolvedRun:
         check_creatable("compile_cache", Path(cfg.compile_cache))
     check_trainer(cfg.trainer, here)
     check_callbacks(cfg)
-    sections = resolve(cfg)
+    sections = with_plan(resolve(cfg))
     check_fields(sections)
     task: Task = registry.build("task", sections["task"])  # its own argument checks; no data is built
     kind = registry.model_type(task.model_type)
@@ -147,6 +152,20 @@ def budget(trainer: DictConfig) -> dict[str, int]:
     which a continuation raises together (`attnx.compare.budget`)."""
     limits = {key: trainer.get(key) for key in ("max_epochs", "max_steps")}
     return {f"trainer.{key}": int(value) for key, value in limits.items() if value is not None and value > 0}
+
+
+def with_plan(sections: dict[str, Any]) -> dict[str, Any]:
+    """`sections` with the lm's plan (`lm.layers`) typed and completed (`attnx.models.plan`), so what a run
+    records and a checkpoint saves holds every layer's hyperparameters; an error names the layer's key."""
+    from attnx.models.plan import plan_of
+
+    lm = sections.get("lm")
+    if not isinstance(lm, dict) or lm.get("layers") is None:
+        return sections
+    try:
+        return {**sections, "lm": {**lm, "layers": plan_of(lm)}}
+    except ValueError as error:
+        raise ConfigError(str(error)) from None
 
 
 def resolve(cfg: DictConfig) -> dict[str, Any]:
@@ -183,19 +202,27 @@ def text_metric(name: str, metric: Any) -> Metric:
 
 def check_sites(kind: ModelType, sections: Mapping[str, Any]) -> Sites:
     """Every attention site's mechanism can serve it (`attnx.models.sites`: capability flags, positions),
-    and the rnn decoder knows the cross-attention's placement. Returns the checked sites, which the
+    an lm plan is given only to a model with an lm, and the rnn decoder knows the cross-attention's
+    placement. Returns the checked sites, which the
     model is then built from."""
     from attnx.models.sites import resolve_sites
     from attnx.nn.attention import PLACEMENTS
 
     parts = {k: sections.get(k) if k in kind.parts else None for k in ("encoder", "decoder")}
+    if "lm" not in kind.parts and (sections.get("lm") or {}).get("layers") is not None:
+        raise ConfigError(
+            f"lm.layers: task {sections['task']['name']} trains a {kind.name} model, which has no lm; "
+            "a plan chooses an lm's layers (attention= chooses this model's mechanism)"
+        )
     try:
         found = resolve_sites(kind.name, {**sections, **parts})
     except ValueError as error:
         raise ConfigError(str(error)) from None
-    attention = found.attention.mechanism.cls  # the class the sites resolved, not looked up again
     decoder = parts["decoder"]
-    if decoder is not None and decoder["name"] == "rnn" and attention.placement not in PLACEMENTS:
+    if decoder is None or decoder["name"] != "rnn":
+        return found
+    attention = found.attention.mechanism.cls  # the class the sites resolved, not looked up again
+    if attention.placement not in PLACEMENTS:
         raise ConfigError(
             f"attention={sections['attention']['name']} cannot drive the rnn decoder (placement "
             f"{attention.placement!r}, expected one of {', '.join(PLACEMENTS)}), so it cannot be used with "

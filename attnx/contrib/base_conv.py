@@ -8,7 +8,7 @@ sequence as the values,
 with σ the identity, or SiLU when `use_act` (Zoology's switch), and one of two filters h ∈ R^{D×L}:
 
     short  (kernel_size = k ≥ 1):  L = k taps, nn.Conv1d's, and s_i its bias β (Zoology's ShortConvolution)
-    long   (kernel_size = −1):     L = l_max taps and s_i = v_i (Zoology's fft_conv adds its input), the
+    long   (kernel_size = null):   L = l_max taps and s_i = v_i (Zoology's fft_conv adds its input), the
                                    taps implicit, h_d = MLP(z_d) over the features z_d = [d / (l_max − 1),
                                    cos ω d, −sin ω d], ω = 2π·10⁻⁴ / l_max, MLP 3 → 16 → D with a ReLU
                                    (`ImplicitLongConvolution`, its defaults), or a free D × l_max parameter
@@ -24,7 +24,8 @@ Self-attention over N tokens runs as one FFT convolution, O(N log N); decoding k
 k·D numbers for the short filter (constant) and min(n, l_max)·D for the long one (Zoology's state_size:
 it grows with the sequence up to the filter's length).
 
-Defaults as Zoology's BaseConv, except `kernel_size`: −1, the long filter, since attnx's `lm.conv` already
+Defaults as Zoology's BaseConv, except `kernel_size`: null (Zoology's −1: a size is never negative in
+attnx), the long filter, since attnx's `lm.conv` already
 puts the short convolution before every mechanism; l_max 1024 is its MQAR configs' (the longest test
 sequence, `experiments/mqar_example_configs/original_mqar_configs.py`), use_act false. A short filter
 refuses an l_max or implicit_long_conv other than the defaults, which Zoology ignores there: a value that
@@ -93,22 +94,22 @@ class BaseConv(Attention):
         key_dim: int,
         value_dim: int,
         score: ScoreFactory | None = None,
-        kernel_size: int = -1,
+        kernel_size: int | None = None,
         l_max: int = L_MAX,
         implicit_long_conv: bool = True,
         use_act: bool = False,
     ) -> None:
-        if kernel_size < 1 and kernel_size != -1:
+        if kernel_size is not None and kernel_size < 1:
             raise ValueError(
-                f"base_conv needs kernel_size >= 1 (a short filter) or -1 (the long one), got "
+                f"base_conv needs kernel_size >= 1 (a short filter) or null (the long one), got "
                 f"kernel_size={kernel_size}"
             )
         if l_max < 1:
             raise ValueError(f"base_conv needs l_max >= 1, got l_max={l_max}")
-        if kernel_size > 0 and (l_max != L_MAX or not implicit_long_conv):
+        if kernel_size is not None and (l_max != L_MAX or not implicit_long_conv):
             # they would change nothing: a short filter has k taps of its own
             raise ValueError(
-                f"base_conv's l_max and implicit_long_conv shape the long filter (kernel_size=-1), not a "
+                f"base_conv's l_max and implicit_long_conv shape the long filter (kernel_size=null), not a "
                 f"short one: got kernel_size={kernel_size} with l_max={l_max}, "
                 f"implicit_long_conv={implicit_long_conv}"
             )
@@ -120,10 +121,10 @@ class BaseConv(Attention):
         super().__init__(query_dim, key_dim, value_dim, score)
         self.kernel_size, self.l_max, self.use_act = kernel_size, l_max, use_act
         self.implicit_long_conv = implicit_long_conv
-        self.length = kernel_size if kernel_size > 0 else l_max  # L
+        self.length = l_max if kernel_size is None else kernel_size  # L
         dim = value_dim
         self.projection = nn.Linear(dim, dim)
-        if kernel_size > 0:
+        if kernel_size is not None:
             self.conv = nn.Conv1d(dim, dim, kernel_size, groups=dim)
         elif implicit_long_conv:
             self.mlp = nn.Sequential(nn.Linear(3, HIDDEN), nn.ReLU(), nn.Linear(HIDDEN, dim))
@@ -133,7 +134,7 @@ class BaseConv(Attention):
     def taps(self, n: int) -> torch.Tensor:
         """h_0 .. h_{m−1}, m = min(n, L), [D, m]: the taps reaching n tokens (long: skip in h_0)."""
         m = min(n, self.length)
-        if self.kernel_size > 0:
+        if self.kernel_size is not None:
             return self.conv.weight[:, 0].flip(-1)[:, :m]  # conv1d correlates: its last tap is d = 0
         if self.implicit_long_conv:
             h = self.mlp(positional_features(m, self.l_max, self.projection.weight)).T
@@ -143,7 +144,7 @@ class BaseConv(Attention):
 
     def shift(self) -> torch.Tensor | float:
         """s_i less the long filter's skip (which `taps` holds): the short filter's bias β, or 0."""
-        return cast(torch.Tensor, self.conv.bias) if self.kernel_size > 0 else 0.0
+        return 0.0 if self.kernel_size is None else cast(torch.Tensor, self.conv.bias)
 
     def state_size(self, n: int) -> int:
         """The last min(n, L) values: k·D for the short filter, up to l_max·D for the long one."""

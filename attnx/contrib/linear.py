@@ -62,10 +62,16 @@ def causal_linear(phi_q: torch.Tensor, phi_k: torch.Tensor, v: torch.Tensor, chu
 
     Chunks of C positions: a query sees the earlier chunks through their summed states (an exclusive
     prefix sum of per-chunk φ(K_c)ᵀ [V_c, 1]) and its own chunk through the lower triangle of the C×C
-    products. O(N·C·d + N·d²) time, O(N·C + (N/C)·d²) memory: never N×N.
+    products. O(N·C·d + N·d²) time, O(N·C + (N/C)·d²) memory: never N×N. A sequence short enough that
+    its N×N products cost no more than the chunks' (N·(F + d) ≤ C·(F + d) + 2·F·d per query, F = φ's
+    width: N ≤ 137 for Based's 273 features at d = 64) is one chunk with no state, Zoology's "quadratic"
+    training view of Based: 3.8x faster there on a CPU (benchmarks/README.md §17).
     """
     n, pad = phi_q.size(-2), -phi_q.size(-2) % chunk
     v = with_ones(v)
+    width = phi_q.size(-1) + v.size(-1)
+    if n * width <= chunk * width + 2 * phi_q.size(-1) * v.size(-1):
+        return (phi_q @ phi_k.transpose(-1, -2)).tril() @ v
     if pad:  # zero rows: a padded key adds nothing to any state, and padded queries' rows are cut off below
         phi_q, phi_k, v = (F.pad(x, (0, 0, 0, pad)) for x in (phi_q, phi_k, v))
     phi_q, phi_k, v = (x.unflatten(-2, (-1, chunk)) for x in (phi_q, phi_k, v))  # [B, H, N/C, C, ·]

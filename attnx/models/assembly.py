@@ -77,10 +77,13 @@ def build_model(
 
 
 def lm_model(sections: Mapping[str, Any], sites: Sites, sizes: Sizes) -> nn.Module:
-    """A `CausalLM` of the `lm` section, every block's self-attention the run's mechanism."""
+    """A `CausalLM` of the `lm` section, each block's self-attention its site's: the run's mechanism, or
+    its plan's entry (`lm.layers`)."""
     if sections.get("lm") is None:
         raise ValueError("an lm model needs an lm section")
-    return CausalLM(sizes.src_vocab, sites.attention.mechanism, **sections["lm"])
+    lm = {k: v for k, v in sections["lm"].items() if k != "layers"}  # the plan is in the sites
+    planned = [found.mechanism for found in sites.planned()]
+    return CausalLM(sizes.src_vocab, planned or sites.attention.mechanism, **lm)
 
 
 def classifier_model(sections: Mapping[str, Any], sites: Sites, sizes: Sizes) -> nn.Module:

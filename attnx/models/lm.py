@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import NamedTuple, cast
 
 import torch
 from torch import nn
 
+from attnx.models.plan import per_layer
 from attnx.nn.attention import Mechanism
 from attnx.nn.encoders import length_mask
+from attnx.nn.init import check_init, initialise
 from attnx.nn.positions import AbsolutePositions, Positions
 from attnx.nn.transformer import BlockState, SelfAttentionBlock
 from attnx.vocab import PAD
@@ -28,11 +31,14 @@ class LMState(NamedTuple):
 
 class CausalLM(nn.Module):
     """p(x_{t+1} | x_≤t) = softmax(W · LN(h_t)), h = N pre-LN blocks of causal self-attention (any
-    registered mechanism that declares `causal`: the run's `attention` and `score`) over x_t's embedding
-    plus its absolute position encoding (`positions`: sinusoidal | learned | none, for relative scores).
+    registered mechanism that declares `causal`: the run's `attention` and `score` in every block, or a
+    plan's mechanism per block, its pattern repeated: `attnx.models.plan`) over x_t's embedding plus its
+    absolute position encoding (`positions`: sinusoidal | learned | none, for relative scores).
     `ff_dim` = 0 (the default) makes the blocks attention-only, as Zoology's recall models; `ff` chooses
     the MLP (gelu, or swiglu as MAD's models); `conv` = k > 0 gives every block's mechanism a short
-    causal convolution of kernel k on its input, as Zoology gives its sub-quadratic mixers.
+    causal convolution of kernel k on its input, as Zoology gives its sub-quadratic mixers. `init` starts
+    the weights as PyTorch's modules do ("torch") or GPT-2's N(0, 0.02) ("normal", Zoology's;
+    attnx.nn.init), and `tie_embeddings` reads the logits out through the embedding table.
 
     `prefill` then `step` decode token by token through each block's cache (`BlockState`), equal to
     `forward` over the whole sequence; a table of absolute positions bounds that at `max_len` tokens."""
@@ -40,7 +46,7 @@ class CausalLM(nn.Module):
     def __init__(
         self,
         vocab_size: int,
-        attention: Mechanism,
+        attention: Mechanism | Sequence[Mechanism],
         d_model: int = 64,
         num_layers: int = 2,
         ff_dim: int = 0,
@@ -49,19 +55,31 @@ class CausalLM(nn.Module):
         positions: str = "sinusoidal",
         max_len: int = 512,
         conv: int = 0,
+        init: str = "torch",
+        tie_embeddings: bool = False,
     ) -> None:
         super().__init__()
+        check_init(init)
         if conv < 0:
             raise ValueError(f"conv must be 0 (none) or a kernel size >= 1; got conv={conv}")
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=PAD)
         self.positions = AbsolutePositions(positions, max_len, d_model)
         self.dropout = nn.Dropout(dropout)
+        pattern = [attention] if isinstance(attention, Mechanism) else list(attention)
+        if not pattern or num_layers % len(pattern):
+            raise ValueError(
+                f"{len(pattern)} mechanisms for num_layers={num_layers}: one per block, or a pattern whose "
+                "length divides num_layers"
+            )
         self.blocks = nn.ModuleList(
-            SelfAttentionBlock(d_model, attention, ff_dim, dropout, causal=True, ff=ff, conv=conv)
-            for _ in range(num_layers)
+            SelfAttentionBlock(d_model, mechanism, ff_dim, dropout, causal=True, ff=ff, conv=conv)
+            for mechanism in per_layer(pattern, num_layers)
         )
         self.norm = nn.LayerNorm(d_model)
-        self.head = nn.Linear(d_model, vocab_size)
+        self.head = nn.Linear(d_model, vocab_size, bias=not tie_embeddings)
+        initialise(self, init)
+        if tie_embeddings:  # the read-out is the embedding table (GPT-2's, Zoology's): one matrix, no bias
+            self.head.weight = self.embed.weight
 
     def forward(
         self, tokens: torch.Tensor, lengths: torch.Tensor, need_weights: bool = False

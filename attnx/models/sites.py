@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from attnx import registry
+from attnx.models import plan
 from attnx.models.spec import ModelSpec
 from attnx.nn.attention import Mechanism
 from attnx.nn.scores import ScoreFactory
@@ -41,7 +42,8 @@ class Site:
 @dataclass(frozen=True)
 class Sites(Mapping[str, Site]):
     """Every attention site of a model, by key: `encoder.<slot>`, `attention` (the run's own: a decoder's
-    cross-attention, a classifier's pooling, an lm's causal self-attention) and `decoder.<slot>`."""
+    cross-attention, a classifier's pooling, an lm's causal self-attention), `decoder.<slot>`, and an lm
+    plan's entries instead of `attention` (`lm.layers.<i>`)."""
 
     model_type: str
     found: dict[str, Site]
@@ -63,6 +65,28 @@ class Sites(Mapping[str, Site]):
     @property
     def attention(self) -> Site:
         return self.found["attention"]
+
+    def layers(self, num_layers: int) -> list[Site]:
+        """An lm's site of each of its `num_layers` blocks: its plan's entries (repeated as a pattern),
+        else the run's `attention` in every block."""
+        if "attention" in self.found:
+            return [self.attention] * num_layers
+        return plan.per_layer(self.planned(), num_layers)
+
+    def planned(self) -> list[Site]:
+        """A plan's sites, one per entry of `lm.layers`, in order (none without a plan)."""
+        return [site for key, site in self.found.items() if key.startswith(f"{plan.KEY}.")]
+
+    def chosen(self) -> tuple[str, str | None]:
+        """The run's mechanism and score as its record names them: the run's own site's, or a plan's
+        label (`sliding_window+linear`), whose score is each entry's (`none` for a mechanism without one),
+        or None when every entry keeps its mechanism's own."""
+        planned = self.planned()
+        if not planned:
+            return self.attention.attention, self.attention.score
+        own = all(s.score == s.mechanism.cls.default_score for s in planned)
+        scores = None if own else plan.label([s.score or "none" for s in planned])
+        return plan.label([s.attention for s in planned]), scores
 
     def slots(self, kind: str) -> dict[str, Site]:
         """The sites of `kind`'s slots (`encoder`, `decoder`), by slot name, in the class's order."""
@@ -150,10 +174,25 @@ RUN = ("attention", "score")  # the config keys of the run's own site
 
 
 def lm_sites(sections: Mapping[str, Any]) -> dict[str, Site]:
-    """An lm's: the run's `attention` as every block's causal self-attention."""
-    return {
-        "attention": site(RUN, sections["attention"], sections.get("score"), "causal", has_positions=True)
-    }
+    """An lm's: the run's `attention` as every block's causal self-attention, or each entry of its plan
+    (`lm.layers.<i>`, with the entry's own score)."""
+    layers = plan.plan_of(sections.get("lm"))
+    if layers is None:
+        return {
+            "attention": site(RUN, sections["attention"], sections.get("score"), "causal", has_positions=True)
+        }
+    if sections.get("score") is not None:
+        raise ValueError(
+            f"score={sections['score']['name']}: an lm with {plan.KEY} takes each layer's score from its "
+            f"entry ({plan.KEY}.<i>.score), not the run's score"
+        )
+    found = {}
+    for i, layer in enumerate(layers):
+        key = plan.where(i)
+        attention = {k: v for k, v in layer.items() if k != "score"}
+        where = (f"{key}.name", f"{key}.score")
+        found[key] = site(where, attention, layer.get("score"), "causal", has_positions=True)
+    return found
 
 
 def encoder_sites(sections: Mapping[str, Any]) -> dict[str, Site]:

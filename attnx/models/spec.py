@@ -4,7 +4,8 @@ to the model, the LightningModule and every checkpoint.
 A checkpoint stores it as versioned plain data (`to_dict`), so `attnx predict` reads it with
 `torch.load(weights_only=True)`; `from_dict` reads any version ever written, upgrading an older one in
 this one place: the spec's own layout (`_UPGRADES`, one step per version) and then each registered
-section to today's classes (`registry.upgrade`: renamed plugins, removed hyperparameters).
+section to today's classes (`registry.upgrade`: renamed plugins, removed hyperparameters), an lm plan's
+layers among them (`lm.layers`, absent from specs written before plans: the run's attention throughout).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from attnx import registry
+from attnx.models import plan
 from attnx.models.classifier import Classifier
 from attnx.registry import ModelType, model_type
 
@@ -90,6 +92,9 @@ class ModelSpec:
         for kind in registry.KINDS:
             if spec.get(kind) is not None:
                 spec[kind] = registry.upgrade(kind, spec[kind], dropped)
+        lm = spec.get("lm")
+        if lm is not None and lm.get("layers") is not None:  # a plan: each layer's section, as above
+            spec["lm"] = {**lm, "layers": plan.upgrade(lm["layers"], dropped)}
         return cls(**spec)
 
 

@@ -1,6 +1,6 @@
 """A run's key in the run store: a hash of everything that determines its numbers.
 
-    key = sha256(config without NO_NUMBER keys, attnx's version and source, the source file of every
+    key = sha256(config without UNRESULTED keys, attnx's version and source, the source file of every
                  registered class the run uses, torch's version, the machine's kernels, the data's files)
 
 The project's training is deterministic and resumes exactly (tests/e2e/train/test_faults.py), so two runs
@@ -25,10 +25,11 @@ from omegaconf import DictConfig, OmegaConf
 
 import attnx
 from attnx import registry
+from attnx.config.resolved import UNRESULTED
 
-# run keys that change no number the run records: where it writes, how it logs, whether it resumed
-NO_NUMBER = ("logger", "paths", "resume", "compile_cache", "ckpt_path", "store", "summary")
 KINDS = ("task", "encoder", "decoder", "attention", "score")  # a section named so, with a `name`, is a choice
+# each entry of a list under these keys is a section of that kind: an lm's plan, `lm.layers`
+LISTS = {"layers": "attention"}
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ def run_key(cfg: DictConfig) -> RunKey:
     """The key of the run `cfg` (a composed `attnx train` config) describes."""
     whole = OmegaConf.to_container(cfg, resolve=False)
     assert isinstance(whole, dict)
-    config = {str(k): v for k, v in whole.items() if k not in NO_NUMBER}
+    config = {str(k): v for k, v in whole.items() if k not in UNRESULTED}
     parts = {
         "config": config,
         "attnx": {"version": attnx.__version__, "source": _source_hash()},
@@ -73,7 +74,8 @@ def _file_hash(path: Path) -> str:
 
 def _plugin_files(config: dict[str, Any]) -> set[Path]:
     """The source file, outside attnx, of each registered class the run chooses (every `name` of a
-    section named after a kind, slots included): an edit to a plugin changes its runs' keys only."""
+    section named after a kind, slots and an lm plan's entries included): an edit to a plugin changes its
+    runs' keys only."""
     package = Path(attnx.__file__).parent
     files = set()
     for kind, name in _choices(config):
@@ -91,7 +93,11 @@ def _choices(node: Any, kind: str | None = None) -> Iterator[tuple[str, str]]:
         if kind is not None and isinstance(node.get("name"), str):
             yield kind, node["name"]
         for key, value in node.items():
-            yield from _choices(value, key if key in KINDS else None)
+            if isinstance(value, list) and key in LISTS:
+                for entry in value:
+                    yield from _choices(entry, LISTS[key])
+            else:
+                yield from _choices(value, key if key in KINDS else None)
 
 
 def _data_files(task: dict[str, Any]) -> set[Path]:

@@ -174,6 +174,7 @@ def _language_model(module: Any, batch: Batch, layers: list[int] | None) -> list
     chosen = [i for i in _chosen(weights, layers) if weights[i] is not None]
     tgt = batch.tgt
     right = None if tgt is None else logits.argmax(-1) == tgt
+    layer_sites = module.sites.layers(len(weights))
     maps = []
     for b, source in enumerate(_sources(spec, batch)):
         title = "the input"
@@ -189,7 +190,7 @@ def _language_model(module: Any, batch: Batch, layers: list[int] | None) -> list
                     source,
                     source,
                     title,
-                    module.sites.attention.describe(f"causal self-attention layer {i + 1}"),
+                    layer_sites[i].describe(f"causal self-attention layer {i + 1}"),
                     "position (queries)",
                     "position (keys)",
                 )

@@ -5,25 +5,31 @@ one uninterrupted run would (`attnx.lit.resume`)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig
 
+from attnx.config.resolved import UNRESULTED
 from attnx.track.results import RESULTS, read_results
 
-UNRESULTED = ("resume=", "store=", "summary=")  # overrides that change none of a run's results
 LIMITS = {"max_epochs": "epochs", "max_steps": "steps"}  # the trainer's limits, and what a record counts
 
 
 def same_run(before: list[str], now: list[str]) -> bool:
-    """A completed run is the same job when only keys that change none of its results differ (`resume=`: a
-    sweep launched again; `store=`, `summary=`: a compare folder from before they were set)."""
+    """A completed run is the same job when only keys that change none of its results differ (UNRESULTED:
+    `resume=`, a sweep launched again; `store=`, `summary=`, a compare folder from before they were set)."""
 
     def key(overrides: list[str]) -> list[str]:
-        return sorted(o for o in overrides if not o.startswith(UNRESULTED))
+        return sorted(o for o in overrides if _top(o) not in UNRESULTED)
 
     return key(before) == key(now)
+
+
+def _top(override: str) -> str:
+    """The top-level key an override sets: `paths` of `paths.output_dir=...`, `logger` of `+logger/csv=x`."""
+    return re.split(r"[./=]", override.lstrip("+~"), maxsplit=1)[0]
 
 
 def earlier(output_dir: Path) -> dict[str, Any] | None:

@@ -28,7 +28,7 @@ def zoology(att: BaseConv, u: torch.Tensor) -> torch.Tensor:
     """Zoology's BaseConv.forward on u [B, T, D], its convolutions by torch's ops: nn.Conv1d padded k − 1 and
     cut (ShortConvolution), or u convolved with the whole filter plus u (fft_conv), causal by construction."""
     t = u.size(1)
-    if att.kernel_size > 0:
+    if att.kernel_size is not None:
         conv = F.conv1d(
             u.transpose(1, 2), att.conv.weight, att.conv.bias, padding=att.kernel_size - 1, groups=D
         )
@@ -58,7 +58,7 @@ def test_forward_is_zoologys_base_conv_and_its_reference(n: int, hyperparams: di
 
 
 def test_the_implicit_filter_is_an_mlp_over_zoologys_positional_features() -> None:
-    att = base_conv()  # kernel_size −1: the implicit long filter
+    att = base_conv()  # kernel_size null: the implicit long filter
     z = positional_features(5, 1024, torch.zeros((), dtype=torch.float64))
     torch.testing.assert_close(
         z[:2],

@@ -86,3 +86,15 @@ def test_zoologys_defaults_and_one_line_for_a_bad_value() -> None:
         BasedAttention(D, D, D, feature_dim=0)
     with pytest.raises(ValueError, match=r"^based needs eps >= 0, got eps=-1.0$"):
         BasedAttention(D, D, D, eps=-1.0)
+
+
+def test_a_short_sequence_is_one_block_of_products_equal_to_the_chunked_prefix_sum() -> None:
+    from attnx.contrib.linear import causal_linear
+
+    phi_q, phi_k = torch.rand(2, 2, 2, 40, 4, dtype=torch.float64).unbind()
+    v = torch.randn(2, 2, 40, 3, dtype=torch.float64)
+    # F = 4, d + 1 = 4: 40 queries cost 40·8 > 8·8 + 2·16 in chunks of 8 (chunked), <= 64·8 + 32 in 64s
+    chunked, whole = causal_linear(phi_q, phi_k, v, 8), causal_linear(phi_q, phi_k, v, 64)
+    ones = torch.cat([v, torch.ones_like(v[..., :1])], -1)
+    torch.testing.assert_close(whole, (phi_q @ phi_k.transpose(-1, -2)).tril() @ ones)
+    torch.testing.assert_close(chunked, whole)

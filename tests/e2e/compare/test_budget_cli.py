@@ -121,3 +121,12 @@ def test_a_decaying_schedule_is_refused_under_a_cap(
     assert line.startswith("attnx compare: budget_cap=2: suite task reverse's learning-rate schedule ("), line
     assert "cosine=True" in line and "optim/scheduler=constant" in line and "budget_cap=1" in line
     assert not out.exists()
+
+
+@pytest.mark.usefixtures("curve_suite")
+def test_the_plan_says_continuations_are_not_counted(tmp_path: Path, capsys: pytest.CaptureFixture) -> None:
+    assert cli(["compare", *ARGS, "attention.window=1", "--plan", f"out={tmp_path / 'out'}"]) == 0
+    said = capsys.readouterr().out
+    assert "3 runs (0 of them the learning-rate search)" in said
+    assert "continued, a budget at a time, up to 3 budgets (budget_cap): not counted here." in said
+    assert not (tmp_path / "out").exists()

@@ -9,7 +9,7 @@ from attnx import registry
 from attnx.bench.cli import budget_table, parser, settings
 from attnx.bench.measure import count_flops, interleaved, peak_memory, ratios
 from attnx.bench.points import Point, decoding_state, growth_exponent
-from attnx.bench.settings import Setting, budget
+from attnx.bench.settings import Setting, budget, module_for
 from attnx.nn.attention import Attention
 from attnx.nn.classic import LuongAttention
 from attnx.nn.multihead import MultiHeadAttention
@@ -123,3 +123,18 @@ def test_interleaved_rounds_and_ratios() -> None:
     assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-up, then the order rotates
     assert [len(t) for t in times.values()] == [3, 3]
     assert ratios({"ref": [2.0, 4.0, 6.0], "x": [1.0, 4.0, 2.0]}, "ref") == {"ref": 1.0, "x": 2.0}
+
+
+def test_an_lm_row_of_a_plan_builds_a_block_per_mechanism_and_sums_their_state() -> None:
+    registry.load_all()  # sliding_window and linear are shipped plugins
+    args = parser().parse_args(["--attention", "", "--encoder", "", "--lm", "sliding_window+linear,linear"])
+    rows = [s for s in settings(args) if s.dim == 64]
+    assert [(s.name, s.heads) for s in rows] == [("sliding_window+linear", 4), ("linear", 4)]
+    planned, linear = (module_for(s, 64) for s in rows)
+    kinds = [type(b.attention.mechanism).__name__ for b in planned.blocks]  # type: ignore[union-attr]
+    assert kinds == ["SlidingWindowAttention", "LinearAttention"]
+    window = module_for(Setting("lm", "sliding_window", None, 64, 4, causal=True), 64)
+    size = decoding_state(rows[0], planned, 40)[0]
+    assert size == decoding_state(rows[1], linear, 40)[0] + decoding_state(rows[1], window, 40)[0]  # type: ignore[operator]
+    with pytest.raises(ValueError, match="--lm linear\\+local_window: local_window declares no causal mask"):
+        settings(parser().parse_args(["--attention", "", "--encoder", "", "--lm", "linear+local_window"]))

@@ -14,7 +14,8 @@ import pytest
 from omegaconf import OmegaConf
 
 from attnx.config.compose import compose
-from attnx.store.key import NO_NUMBER, run_key
+from attnx.config.resolved import UNRESULTED
+from attnx.store.key import run_key
 from attnx.store.runs import Store, root_of
 
 from helpers.plugins import imported
@@ -38,6 +39,7 @@ def test_the_key_changes_with_a_hyperparameter_the_seed_and_threads_not_with_pat
             ("threads", 2),
             ("optim.lr", 0.01),
             ("attention.name", "dot"),
+            ("ckpt_path", "/x.ckpt"),  # a run started from another checkpoint is another run
         ),
         *(
             ("logger", {"tensorboard": {}}),
@@ -45,11 +47,11 @@ def test_the_key_changes_with_a_hyperparameter_the_seed_and_threads_not_with_pat
             ("compile_cache", "/x"),
             ("store", "/elsewhere"),
         ),
-        *(("paths.output_dir", "/elsewhere"), ("ckpt_path", "/x.ckpt")),
+        ("paths.output_dir", "/elsewhere"),
     ]:
         cfg = copy.deepcopy(base)
         OmegaConf.update(cfg, dotted, value, force_add=True)
-        changes = dotted.split(".")[0] not in NO_NUMBER
+        changes = dotted.split(".")[0] not in UNRESULTED
         assert (run_key(cfg).hex != same) == changes, dotted
 
 
@@ -74,6 +76,21 @@ def test_the_key_holds_the_plugin_files_source_and_the_datas_files(
     first = run_key(compose(text)).hex
     data.write_text("a b\tb a\nc d\td c\n")
     assert run_key(compose(text)).hex != first
+
+
+@pytest.mark.slow  # a Hydra composition
+def test_the_key_holds_the_files_of_the_plugins_an_lm_plan_chooses(
+    tmp_path: Path, isolated_registries: None
+) -> None:
+    plugin = tmp_path / "my_mechanism.py"
+    plugin.write_text(
+        "from attnx.nn.multihead import MultiHeadAttention\nfrom attnx.registry import register_attention\n\n"
+        "@register_attention('store_probe_mechanism')\nclass StoreProbe(MultiHeadAttention):\n    pass\n"
+    )
+    imported(plugin)
+    plan = ["task=mqar", "lm.layers=[{name:multi_head},{name:store_probe_mechanism}]"]
+    assert str(plugin.resolve()) in run_key(compose(plan)).parts["plugins"]
+    assert run_key(compose(["task=mqar"])).parts["plugins"] == {}
 
 
 def finished(folder: Path) -> Path:
