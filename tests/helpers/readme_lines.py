@@ -183,6 +183,9 @@ def tiny(line: Line, cfg: DictConfig) -> list[str]:
             name = path.rsplit(".", 1)[-1]
             if name in WIDTHS and isinstance(value, int) and value > 0:
                 chosen[path] = WIDTHS[name]
+    plan = OmegaConf.select(cfg, "lm.layers")
+    if plan and "lm.num_layers" in chosen:  # a plan's length divides num_layers: the plan once
+        chosen["lm.num_layers"] = len(plan)
     chosen |= {"trainer.max_steps": MAX_STEPS, "callbacks.attention_heatmaps": "null"}
     tiny = [f"{key}={value}" for key, value in chosen.items() if key not in mine]
     if "optuna" in str(OmegaConf.select(cfg, "hydra.sweeper._target_")):

@@ -110,4 +110,4 @@ def test_bench_lm_rows_run_a_decoder_only_model_per_mechanism(
         2 * 16 * 16 * 4,
     }
     assert main(["--attention", "", "--encoder", "", "--lm", "none"]) == 2
-    assert "--lm none: it declares no causal mask" in capsys.readouterr().err
+    assert "--lm none: none declares no causal mask" in capsys.readouterr().err
