@@ -87,6 +87,7 @@ def test_decoding_keeps_the_last_l_inputs_and_equals_the_full_pass(hyperparams: 
     assert att.state_size(10**6) == length * D  # the short filter's k·D; the long one's stops at l_max·D
 
 
+@pytest.mark.slow  # the whole kit: `make test` runs it, `make test-fast` cannot afford it
 @pytest.mark.parametrize("hyperparams", [{}, {"kernel_size": 3, "use_act": True}])
 def test_passes_the_kit(hyperparams: dict[str, object]) -> None:
     assert {"reference", "cached_decoding", "state", "weights_used", "hyperparameters"} <= set(

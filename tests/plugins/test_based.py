@@ -62,6 +62,7 @@ def test_decodes_from_its_recurrent_state_as_the_full_causal_pass() -> None:
     assert att.state_size(7) == att.state_size(10**6) == H * features * (d + 1)
 
 
+@pytest.mark.slow  # the whole kit: `make test` runs it, `make test-fast` cannot afford it
 def test_passes_the_kit_which_catches_a_feature_map_without_its_root_two() -> None:
     ran = check_attention(BasedAttention)
     assert {"cached_decoding", "state", "reference", "precision"} <= set(ran)

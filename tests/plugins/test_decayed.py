@@ -62,6 +62,7 @@ def test_decodes_from_a_constant_state_as_the_full_pass(cls: type[DecayedLinearA
     assert att.state_size(2) == att.state_size(10**6) == H * d * d
 
 
+@pytest.mark.slow  # the whole kit: `make test` runs it, `make test-fast` cannot afford it
 @pytest.mark.parametrize("cls", [Retention, GatedLinearAttention])
 def test_passes_the_kit(cls: type[DecayedLinearAttention]) -> None:
     assert {"reference", "cached_decoding", "state", "weights_used", "hyperparameters"} <= set(

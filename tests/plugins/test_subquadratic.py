@@ -389,6 +389,7 @@ def test_fast_paths_never_build_a_tq_by_tk_tensor(make: Callable[[], Attention],
     assert largest_square(att, 4096, causal, need_weights=False) < 4096 // 2
 
 
+@pytest.mark.slow  # the whole kit: `make test` runs it, `make test-fast` cannot afford it
 @pytest.mark.parametrize(
     ("name", "score"), [("linear", None), ("sliding_window", None), ("sliding_window", "alibi")]
 )
