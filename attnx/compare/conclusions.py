@@ -5,6 +5,7 @@ study's verdict (`Study.verdicts`, `attnx.report.verdicts`), the one the Statist
 
 from __future__ import annotations
 
+from statistics import fmean
 from typing import TYPE_CHECKING, Any
 
 from attnx.compare.discrimination import discrimination
@@ -115,13 +116,13 @@ def _used(runs: list[dict[str, Any]] | None, cap: int) -> str:
         return "n/a"
     multiples = [int(run["labels"].get("budget") or 1) for run in runs]
     by_epochs = int(((runs[0].get("config") or {}).get("trainer") or {}).get("max_epochs") or -1) > 0
-    count = stats.summarize([float(run.get("epochs" if by_epochs else "steps") or 0) for run in runs]).mean
-    seconds = stats.summarize([float(run.get("train_seconds") or 0) for run in runs]).mean
+    count = fmean(float(run.get("epochs" if by_epochs else "steps") or 0) for run in runs)
+    seconds = fmean(float(run.get("train_seconds") or 0) for run in runs)
     at_cap = sum(
         m == cap > 1 and (run.get("convergence") or {}).get("converged") is False
         for m, run in zip(multiples, runs)
     )
-    mean = sum(multiples) / len(multiples)
+    mean = fmean(multiples)
     widest = f" (max {max(multiples)}×)" if len(set(multiples)) > 1 else ""
     unit = "epochs" if by_epochs else "steps"
     capped = f" · {at_cap} of {len(runs)} still improving at the cap" if at_cap else ""
