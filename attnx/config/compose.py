@@ -237,7 +237,8 @@ def check_plan(parsed: list[Any]) -> None:
     for override in parsed:
         if override.key_or_group == "hydra.sweeper.plan" and not override.is_sweep_override():
             try:
-                read_plan(str(override.value()))
+                given = override.value()  # a file's name, or the jobs themselves as a list
+                read_plan(given if isinstance(given, list) else str(given))
             except HydraException as error:
                 raise ConfigError(str(error)) from None
 

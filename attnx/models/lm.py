@@ -132,3 +132,9 @@ class CausalLM(nn.Module):
         declares none."""
         sizes = [cast(SelfAttentionBlock, block).state_size(n) for block in self.blocks]
         return None if any(size is None for size in sizes) else sum(cast("list[int]", sizes))
+
+    def state_bytes(self, n: int) -> int | None:
+        """`state_size(n)` in bytes: the numbers times the bytes of the parameters' dtype (Zoology's and
+        MAD's state axis); None when a mechanism declares no state."""
+        numbers = self.state_size(n)
+        return None if numbers is None else numbers * next(self.parameters()).element_size()

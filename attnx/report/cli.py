@@ -33,6 +33,7 @@ from attnx.config.compose import file_in_the_way
 from attnx.report import stats
 from attnx.report.document import Image, Section, Table, markdown, page
 from attnx.report.runs import (
+    Row,
     default_metrics,
     group,
     higher_is_better,
@@ -95,6 +96,14 @@ def main(argv: list[str]) -> int:
         help="where Holm's family ends: cell (each cell is its own question; default) or all (every cell)",
     )
     parser.add_argument("--bench", type=Path, help="an `attnx bench` bench.csv: inference ms joins the costs")
+    parser.add_argument(
+        "--pareto",
+        choices=("time", "state"),
+        default="time",
+        help="the Pareto view's third cost: time (--bench's inference ms; default) or state (each lm run's "
+        "decoding state in bytes at its longest test sequence, results.json's state_bytes), which also draws "
+        "METRIC_vs_state.png: a line per compared value through its widths or windows",
+    )
     parser.add_argument("--bench-n", type=int, help="the N of --bench's rows to use (default: the largest)")
     parser.add_argument(
         "--out", type=Path, help="where report.md/.csv/.html/.png go (default: the first DIR)"
@@ -134,9 +143,10 @@ def main(argv: list[str]) -> int:
     try:
         key, baseline = parse_baseline(args.baseline, runs, columns)
         inference = read_bench(args.bench, args.bench_n) if args.bench else None
+        rows = group(done, columns)
+        state = decoding_states(rows, args) if args.pareto == "state" else None
     except ValueError as error:
         return _refuse(str(error))
-    rows = group(done, columns)
     if args.select is not None:
         rows = select(rows, columns, args.select, by, higher_is_better(done, by))
     study = Study(
@@ -150,6 +160,7 @@ def main(argv: list[str]) -> int:
         inference_ms=inference[1] if inference else None,
         bench_n=inference[0] if inference else None,
         procedure=Procedure(args.alpha, args.family),
+        state_bytes=state,
     )
     parts = sections(study, out, args.x or numeric, panels)
     written = write(study, out, parts)
@@ -157,6 +168,20 @@ def main(argv: list[str]) -> int:
     for table in (t for s in parts for t in s.parts if isinstance(t, Table) and t.id in printed):
         print(markdown_table(table.header, table.body, right_from=table.right_from), end="\n\n")
     return _finish(study, written)
+
+
+def decoding_states(rows: list[Row], args: Any) -> dict[tuple[Any, ...], int | None]:
+    """--pareto state's cost of each row: its runs' recorded `state_bytes` (one model, whatever the seed);
+    a ValueError when --bench is given too (the third cost is one or the other) or no run recorded one."""
+    if args.bench is not None:
+        raise ValueError("--pareto state puts the decoding state where --bench's inference ms goes: give one")
+    found = {row.values: row.runs[0].get("state_bytes") for row in rows}
+    if not any(found.values()):
+        raise ValueError(
+            "--pareto state: no completed run records a decoding state (state_bytes: an lm run's, from attnx "
+            "train since it records one; a classifier or seq2seq model decodes no token stream)"
+        )
+    return found
 
 
 def level(given: str) -> float:

@@ -7,6 +7,9 @@
 - `curve_plot`: each run's validation curve of its judged metric (results.json's `curve`, the metric its
   `convergence` names) against training step, averaged over seeds, one panel per cell, a line per
   compared value, the values with a run still improving dashed.
+- `state_plot`: quality against decoding state bytes (Zoology's recall-against-state figure), a line per
+  value of the compared key through its configurations (widths, windows), one panel per task and `--panel`
+  value, each panel's frontier dashed.
 - `pareto_plot`: quality against three costs (parameters, training seconds, and inference ms at a fixed
   N or decoding state bytes per sequence: whichever the points have), the Pareto frontier drawn through
   the configurations no other beats on both axes.
@@ -269,6 +272,56 @@ def pareto_plot(
     axes[0].set_ylabel(metric)
     figure.suptitle(f"{cell}: {metric} against cost (frontier dashed)", fontsize=9)
     path = out / f"pareto_{slug(cell)}.png"
+    figure.savefig(path, dpi=DPI)
+    return path
+
+
+def state_plot(
+    rows: list[Row],
+    columns: list[str],
+    key: str,
+    state: dict[tuple[Any, ...], int | None],
+    metric: str,
+    out: Path,
+    panels: list[str],
+    higher: bool = True,
+) -> Path | None:
+    """`metric` against each row's decoding state in bytes (log axis), a line per value of `key` joining its
+    rows in order of state, each point named by the columns that tell that line's points apart; one panel
+    per value of `panels` (and of `task`: a metric means something within one task); the panel's frontier
+    dashed. None unless some line has two points (one point per value is the Pareto plot's state panel)."""
+    ki = columns.index(key)
+    split = [*panels, *(["task"] if "task" in columns and "task" not in panels else [])]
+    grid: dict[tuple[Any, ...], dict[str, list[tuple[float, float, dict[str, Any]]]]] = {}
+    for row in rows:
+        quality, found = row.mean(metric), state.get(row.values)
+        if quality is not None and found:
+            panel = tuple(value(row.runs[0], p) for p in split)
+            named = {c: v for c, v in zip(columns, row.values) if c != key and c not in split}
+            grid.setdefault(panel, {}).setdefault(text(row.values[ki]), []).append((found, quality, named))
+    if all(len(points) < 2 for lines in grid.values() for points in lines.values()):
+        return None
+    labels = list(dict.fromkeys(label for lines in grid.values() for label in lines))
+    figure, axes = _panels(len(grid), labels)
+    colours = {label: f"C{i % 10}" for i, label in enumerate(labels)}
+    for ax, panel in zip(axes, sorted(grid, key=lambda values: tuple(map(sort_key, values)))):
+        for label, points in grid[panel].items():
+            points.sort(key=lambda p: p[0])
+            _line(ax, [p[0] for p in points], [p[1] for p in points], label, False, colours, ax is axes[0])
+            apart = [c for c in points[0][2] if len({sort_key(p[2][c]) for p in points}) > 1]
+            for cost, quality, named in points:
+                name = ", ".join(f"{c.rsplit('.', 1)[-1]}={text(named[c])}" for c in apart)
+                ax.annotate(name, (cost, quality), fontsize=6, xytext=(3, 3), textcoords="offset points")
+        front = frontier([(p[0], p[1]) for points in grid[panel].values() for p in points], not higher)
+        ax.plot(*zip(*front), color="0.55", linestyle="--", linewidth=1, zorder=1)
+        ax.set_xscale("log")
+        ax.set_xlabel("decoding state bytes per sequence")
+        ax.set_title(", ".join(f"{p}={text(v)}" for p, v in zip(split, panel)), fontsize=9)
+        ax.grid(alpha=0.3, which="both")
+    axes[0].set_ylabel(metric)
+    figure.suptitle(f"{metric} against decoding state (each panel's frontier dashed)", fontsize=9)
+    figure.legend(loc="outside right upper", fontsize=7, title=key, title_fontsize=7)
+    path = out / f"{slug(metric)}_vs_state.png"
     figure.savefig(path, dpi=DPI)
     return path
 

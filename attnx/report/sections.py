@@ -16,7 +16,7 @@ from typing import Any
 
 from attnx.report import stats
 from attnx.report.document import Image, Section, Table
-from attnx.report.figures import curve_plot, length_plot, line_plot, pareto_plot
+from attnx.report.figures import curve_plot, length_plot, line_plot, pareto_plot, state_plot
 from attnx.report.runs import NOT_SWEPT, Row, overrides, sort_key, text, undeclared, value
 from attnx.report.significance import Cells, convergence
 from attnx.report.statistics_section import statistics_section
@@ -52,6 +52,11 @@ def sections(study: Study, out: Path, xs: list[str], panels: list[str]) -> list[
         )
         for x in xs
     ]
+    if study.state_bytes is not None and study.key is not None:
+        metric, higher = study.metrics[0], study.higher(study.metrics[0])
+        figures.append(
+            state_plot(study.rows, study.columns, study.key, study.state_bytes, metric, out, panels, higher)
+        )
     if grouped is not None:
         figures.append(length_plot(grouped, "test/exact_match", out, study.highlight))
         figures.append(curve_plot(grouped, out, study.highlight))

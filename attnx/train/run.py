@@ -251,6 +251,7 @@ def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) 
         epochs=trainer.current_epoch,
         steps=trainer.global_step,
         checkpoint=best,
+        **_state(module, task),
         **judged,
     )
     record.write()
@@ -263,6 +264,15 @@ def _fit(cfg: DictConfig, task: Any, module: Any, trainer: Any, record: Record) 
             ", ".join(sorted(record["metrics"])),
         )
     return record["metrics"].get(cfg.optimized_metric)
+
+
+def _state(module: Any, task: Any) -> dict[str, Any]:
+    """A decoding model's state per sequence after the task's longest test sequence, in bytes (`attnx
+    report --pareto state`'s axis; None where a mechanism declares none); nothing for other models."""
+    if not hasattr(module.model, "state_bytes"):
+        return {}
+    n = task.shape().source["test"]
+    return {"state_bytes": module.model.state_bytes(n), "state_at": n}
 
 
 def _config(run: ResolvedRun, cfg: DictConfig) -> dict[str, Any]:

@@ -3,6 +3,7 @@ before the sweeper, as Hydra's own plugins do; no `from __future__ import annota
 dataclass in a module the scan executes outside sys.modules cannot resolve."""
 
 from dataclasses import dataclass
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
@@ -10,7 +11,7 @@ from hydra.core.config_store import ConfigStore
 @dataclass
 class PlanSweeperConf:
     _target_: str = "hydra_plugins.attnx_plan_sweeper.plan_sweeper.PlanSweeper"
-    plan: str = "???"  # a YAML (or JSON) file: a list of jobs, each a list of overrides
+    plan: Any = "???"  # a YAML (or JSON) file of a list of jobs, each a list of overrides; or that list
     max_batch_size: int | None = None  # jobs handed to the launcher at once (None: all)
 
 

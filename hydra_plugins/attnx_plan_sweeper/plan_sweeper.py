@@ -1,4 +1,5 @@
-"""A Hydra sweeper that runs the jobs a plan file lists: `hydra/sweeper=plan hydra.sweeper.plan=FILE`.
+"""A Hydra sweeper that runs the jobs a plan file lists: `hydra/sweeper=plan hydra.sweeper.plan=FILE`, or
+an experiment config's `hydra.sweeper.plan` given inline as the list itself.
 
 Hydra's basic sweeper takes the cartesian product of the command line's comma lists, so a study whose
 runs differ in several keys at once (each mechanism with its own hyperparameters, its own tuned
@@ -27,20 +28,25 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 
-def read_plan(path: str | Path) -> list[list[str]]:
-    """The jobs of a plan file; a HydraException naming the file when it is not a non-empty list of lists
-    of strings (an empty plan would launch nothing and say nothing)."""
-    try:
-        jobs = OmegaConf.load(path)
-    except Exception as error:
-        said = " ".join(str(error).split())  # YAML's parse errors span lines: the user sees one
-        raise HydraException(f"hydra.sweeper.plan={path}: cannot read it ({said})") from error
+def read_plan(plan: Any) -> list[list[str]]:
+    """The jobs of a plan: a YAML (or JSON) file's, or a list given inline (an experiment config's
+    `hydra.sweeper.plan`, which then travels with the package); a HydraException naming the plan when it is
+    not a non-empty list of lists of strings (an empty plan would launch nothing and say nothing)."""
+    where = f"hydra.sweeper.plan={plan}" if isinstance(plan, (str, Path)) else "hydra.sweeper.plan (inline)"
+    if isinstance(plan, (str, Path)):
+        try:
+            jobs = OmegaConf.load(plan)
+        except Exception as error:
+            said = " ".join(str(error).split())  # YAML's parse errors span lines: the user sees one
+            raise HydraException(f"{where}: cannot read it ({said})") from error
+    else:
+        jobs = plan if isinstance(plan, ListConfig) else OmegaConf.create(plan)
     if not isinstance(jobs, ListConfig) or not all(
         isinstance(job, ListConfig) and all(isinstance(o, str) for o in job) for job in jobs
     ):
-        raise HydraException(f"hydra.sweeper.plan={path}: must be a list of jobs, each a list of overrides")
+        raise HydraException(f"{where}: must be a list of jobs, each a list of overrides")
     if not jobs:
-        raise HydraException(f"hydra.sweeper.plan={path}: lists no jobs")
+        raise HydraException(f"{where}: lists no jobs")
     return [list(job) for job in jobs]
 
 
@@ -52,7 +58,7 @@ def plan_jobs(plan: list[list[str]], arguments: list[Override]) -> list[list[str
 
 
 class PlanSweeper(Sweeper):
-    def __init__(self, plan: str, max_batch_size: int | None = None) -> None:
+    def __init__(self, plan: Any, max_batch_size: int | None = None) -> None:
         self.plan = plan
         self.max_batch_size = max_batch_size
         self.hydra_context: HydraContext | None = None
