@@ -142,9 +142,9 @@ def main(argv: list[str]) -> int:
         return _refuse(refused)
     try:
         key, baseline = parse_baseline(args.baseline, runs, columns)
-        inference = read_bench(args.bench, args.bench_n) if args.bench else None
         rows = group(done, columns)
         state = decoding_states(rows, args) if args.pareto == "state" else None
+        inference = read_bench(args.bench, args.bench_n) if args.bench else None
     except ValueError as error:
         return _refuse(str(error))
     if args.select is not None:

@@ -353,6 +353,8 @@ CASES = [
     ("report {runs} --alpha 1", "argument --alpha: 1: must be in (0, 1), e.g. 0.05", None),
     ("report {runs} --alpha five", "argument --alpha: 'five' is no number; give a level in (0, 1)", None),
     ("report {runs} --family task", "argument --family: invalid choice: 'task'", None),
+    ("report {runs} --pareto speed", "argument --pareto: invalid choice: 'speed'", None),
+    ("report {runs} --pareto state", "--pareto state: no completed run records a decoding state", None),
     ("report", "the following arguments are required: dirs", None),
     # compare: its own keys (typed by CompareConfig), the candidate, and what it sets itself
     ("compare", "name the candidate: attention=NAME (a mechanism) or score=NAME (a score)", None),

@@ -50,6 +50,13 @@ def test_a_plans_checkpoint_loads_with_each_layers_mechanism_and_decodes(
     assert continuation == [loaded.spec.src_itos[i] for i in tokens[0, 5:].tolist()]
 
 
+def test_a_runs_record_holds_its_decoding_state_at_the_test_length(run: Path) -> None:
+    (record,) = results(run)
+    model = load(str(next(run.rglob("last.ckpt")))).model
+    assert record["state_at"] == 16  # TINY_LM's seq_len: every MQAR test sequence is that long
+    assert record["state_bytes"] == model.state_bytes(16) == 4 * model.state_size(16)  # float32 numbers
+
+
 def test_plans_sweep_from_the_command_line_and_their_heatmaps_cover_each_layer(tmp_path: Path) -> None:
     plans = "lm.layers=[{name:linear}],[{name:sliding_window,window:4},{name:linear}]"
     budget = [*ONE_EPOCH, *sizes(train=16, val=8, test=8)]

@@ -75,6 +75,21 @@ def test_a_missing_empty_or_malformed_plan_is_one_line(
     assert f"hydra.sweeper.plan={plan}: {said}" in err
 
 
+@pytest.mark.parametrize(
+    ("plan", "said"),
+    [
+        ("[]", "lists no jobs"),
+        ("['seed=1']", "must be a list of jobs, each a list of overrides"),
+        ("[['seed=1'],[3]]", "must be a list of jobs, each a list of overrides"),
+    ],
+)
+def test_an_inline_plan_that_is_not_a_list_of_jobs_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], plan: str, said: str
+) -> None:
+    err = refused(capsys, tmp_path / "sweep", "hydra/sweeper=plan", f"hydra.sweeper.plan={plan}")
+    assert f"hydra.sweeper.plan (inline): {said}" in err
+
+
 def test_an_optuna_search_space_is_checked_on_its_choices_and_bounds(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -201,3 +201,15 @@ def test_a_plan_sweep_runs_exactly_its_jobs_crossed_with_the_command_lines_sweep
         ("dot", "general", 0, 24),
         ("dot", "general", 1, 24),
     ]
+
+
+def test_a_plan_given_inline_runs_its_jobs(tmp_path: Path) -> None:
+    # an experiment config carries its jobs as the list itself (experiment=zoology_state); so may a command line
+    plan = "hydra.sweeper.plan=[['attention=additive'],['attention=dot','score=general']]"
+    assert train(tmp_path, "hydra/sweeper=plan", plan, *TINY_RNN, *TINY, sweep=True) == 0
+    records = results(tmp_path)
+    assert [(r["choices"]["attention"], r["choices"]["score"]) for r in records] == [
+        ("additive", "additive"),
+        ("dot", "general"),
+    ]
+    assert not any("state_bytes" in r for r in records)  # a seq2seq model decodes no token stream of its own

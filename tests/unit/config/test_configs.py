@@ -40,11 +40,16 @@ def test_mechanism_default_score_is_left_to_the_mechanism() -> None:
 @pytest.mark.parametrize("name", EXPERIMENTS)
 def test_experiment_composes_with_every_swept_value(name: str) -> None:
     cfg = _compose(f"experiment={name}")
-    params = cfg.hydra.sweeper.params
-    assert params, f"experiment {name} sweeps nothing"
-    for key, values in params.items():
-        for value in (v.strip() for v in str(values).split(",")):
-            swept = _compose(f"experiment={name}", f"{key}={value}")
+    sweeper = cfg.hydra.sweeper
+    if "plan" in sweeper:  # the plan sweeper's jobs, inline: each composes with every override it makes
+        jobs = [list(job) for job in sweeper.plan]
+    else:
+        jobs = [[f"{key}={v.strip()}"] for key, values in sweeper.params.items() for v in str(values).split(",")]
+    assert jobs, f"experiment {name} sweeps nothing"
+    for job in jobs:
+        swept = _compose(f"experiment={name}", *job)
+        for override in job:
+            key, value = override.split("=", 1)
             if key in registry.KINDS:
                 chosen = swept[key].name
             elif key in swept.hydra.runtime.choices:  # a config group of the experiment's, e.g. positions
