@@ -43,7 +43,9 @@ def record(attention: str, width: int, window: int | None, seed: int, state: int
 @pytest.fixture
 def sweep(tmp_path: Path) -> Path:
     runs = [
-        record(a, d, w, seed, state, accs[seed]) for (a, d, w), (state, accs) in RUNS.items() for seed in (0, 1)
+        record(a, d, w, seed, state, acc)
+        for (a, d, w), (state, accs) in RUNS.items()
+        for seed, acc in enumerate(accs)
     ]
     for i, run in enumerate(runs):
         write_results(tmp_path / "multirun" / str(i), run)
@@ -84,4 +86,5 @@ def test_state_and_bench_are_one_axis(sweep: Path, tmp_path: Path, capsys: pytes
     bench = tmp_path / "bench.csv"
     bench.write_text("module,N,ms\nlinear,64,1.0\n")
     assert cli(["report", str(sweep), "--pareto", "state", "--bench", str(bench)]) == 2
-    assert "--pareto state puts the decoding state where --bench's inference ms goes" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "--pareto state puts the decoding state where --bench's inference ms goes" in err

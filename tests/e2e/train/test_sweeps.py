@@ -204,7 +204,8 @@ def test_a_plan_sweep_runs_exactly_its_jobs_crossed_with_the_command_lines_sweep
 
 
 def test_a_plan_given_inline_runs_its_jobs(tmp_path: Path) -> None:
-    # an experiment config carries its jobs as the list itself (experiment=zoology_state); so may a command line
+    # an experiment config carries its jobs as the list itself (experiment=zoology_state); so may a command
+    # line
     plan = "hydra.sweeper.plan=[['attention=additive'],['attention=dot','score=general']]"
     assert train(tmp_path, "hydra/sweeper=plan", plan, *TINY_RNN, *TINY, sweep=True) == 0
     records = results(tmp_path)

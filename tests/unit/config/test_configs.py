@@ -44,7 +44,8 @@ def test_experiment_composes_with_every_swept_value(name: str) -> None:
     if "plan" in sweeper:  # the plan sweeper's jobs, inline: each composes with every override it makes
         jobs = [list(job) for job in sweeper.plan]
     else:
-        jobs = [[f"{key}={v.strip()}"] for key, values in sweeper.params.items() for v in str(values).split(",")]
+        params = sweeper.params.items()
+        jobs = [[f"{key}={v.strip()}"] for key, values in params for v in str(values).split(",")]
     assert jobs, f"experiment {name} sweeps nothing"
     for job in jobs:
         swept = _compose(f"experiment={name}", *job)
