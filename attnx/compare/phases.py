@@ -1,12 +1,14 @@
 """How a compare's phases run. The learning-rate search and the final runs are each one Hydra multirun of
-exactly their jobs (`launch`); the bench phase measures every arm's mechanism as self-attention through
-`attnx.bench.points` and takes the timings back as values (`inference_ms`).
+exactly their jobs (`launch`); the bench phase measures every arm's mechanism (a plan's, each of its
+layers') as self-attention through `attnx.bench.points` and takes the timings back as values
+(`inference_ms`).
 """
 
 from __future__ import annotations
 
 import logging
 import re
+import statistics
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -82,35 +84,33 @@ def _normal(overrides: list[str]) -> list[str]:
 
 def inference_ms(folder: Path, cfg: DictConfig, arms: list[Arm]) -> dict[str, float]:
     """Arm label -> forward ms as self-attention at `bench.n` tokens, measured with `attnx bench`'s
-    defaults; each arm's points are kept in `folder/<arm>/bench.csv` for the record, never read back."""
+    defaults; a plan's arm (`base_conv+based`) the mean of its layers' mechanisms, each timed so: the time
+    of one of its layers, as an arm of one mechanism has. Each arm's points are kept in
+    `folder/<arm>/bench.csv` for the record, never read back."""
     import torch
 
     from attnx.bench.cli import write_csv
     from attnx.bench.points import Timing, default_device, measure_all
-    from attnx.bench.settings import attention_settings
+    from attnx.bench.settings import PLAN, attention_settings
 
     measured: dict[str, float] = {}
     for arm in arms:
         chosen = mechanism_of(arm)
-        if chosen is None:
-            log.warning(
-                "%s is a per-layer plan, not one mechanism to time; its inference time is left out", arm.label
-            )
-            continue
-        name, score = chosen
+        names, score = ([chosen[0]], chosen[1]) if chosen else (arm.label.split(PLAN), None)
         try:
             settings = attention_settings(
-                [name], [score] if score else None, [cfg.bench.dim], [cfg.bench.heads], causal=False
+                names, [score] if score else None, [cfg.bench.dim], [cfg.bench.heads], causal=False
             )
             points = measure_all(settings, [cfg.bench.n], Timing(), torch.device(default_device()))
         except (ValueError, registry.PluginImportError) as error:
             log.warning("attnx bench failed for %s (%s); its inference time is left out", arm.label, error)
             continue
-        found = [p for series in points.values() for p in series]
+        found = {label: series[0] for label, series in points.items()}
         out = folder / slug(arm.label)
         out.mkdir(parents=True, exist_ok=True)
-        write_csv(out / "bench.csv", found)
-        measured[arm.label] = found[0].fwd_ms
+        write_csv(out / "bench.csv", list(found.values()))
+        # a plan's pattern repeats whole, so each of its entries is as many of the model's layers
+        measured[arm.label] = statistics.fmean(found[s.label].fwd_ms for s in settings)
     return measured
 
 

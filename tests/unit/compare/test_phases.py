@@ -32,11 +32,22 @@ def test_the_bench_phase_takes_its_timings_from_the_bench_function(
     arms = [
         Arm("multi_head", ("attention=multi_head",)),
         Arm("dot+additive", ("attention=dot", "score=additive")),
+        Arm("sliding_window+linear", ("lm.layers=[{name:sliding_window},{name:linear}]",)),
     ]
     times = inference_ms(tmp_path, cfg, arms)
-    assert [p.label for p in measured] == ["multi_head/scaled_dot d=16 h=2", "dot/additive d=16"]
-    assert [p.n for p in measured] == [8, 8]
-    assert times == {"multi_head": measured[0].fwd_ms, "dot+additive": measured[1].fwd_ms}
+    assert [p.label for p in measured] == [
+        "multi_head/scaled_dot d=16 h=2",
+        "dot/additive d=16",
+        "sliding_window/scaled_dot d=16 h=2",  # a plan's layers, each as one mechanism's arm is timed
+        "linear d=16 h=2",
+    ]
+    assert [p.n for p in measured] == [8] * 4
+    plan = (measured[2].fwd_ms + measured[3].fwd_ms) / 2  # one of its layers, on average
+    assert times == {
+        "multi_head": measured[0].fwd_ms,
+        "dot+additive": measured[1].fwd_ms,
+        "sliding_window+linear": plan,
+    }
     assert not list(tmp_path.rglob("*.csv"))
 
 
