@@ -9,12 +9,18 @@ printed table, its rows (report.csv) for prose (`rows`, keyed by the configurati
 README shows it.
 
     python benchmarks/sweep.py NAME [--keep DIR] [-- OVERRIDES...]   # OVERRIDES: e.g. a smaller trial
+    python benchmarks/sweep.py NAME --reuse DIR   # DIR: the same command's completed sweep, reported again
+
+`--reuse` records a sweep already run into DIR by the same `attnx train` command (its multirun.yaml says
+which): the wall time is then from its first run's start to its last record's write.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import datetime
+import json
 import re
 import shutil
 import subprocess
@@ -58,6 +64,11 @@ SWEEPS = {
         metric="test/acc",
         goal_minutes=40,
     ),
+    "zoology_state": Sweep(
+        ("-m", "experiment=zoology_state"),
+        ("--pareto", "state", "--metric", "test/acc"),
+        figure=("test_acc_vs_state.png", "zoology_state.png"),
+    ),
     "sentiment_movies": Sweep(
         ("-m", "task=sentiment_movies", "attention=none,fixed_c,additive,dot,multi_head", "seed=0,1,2")
     ),
@@ -76,6 +87,21 @@ def run(argv: list[str]) -> tuple[float, str]:
     if done.returncode:
         raise SystemExit(f"{' '.join(argv)} failed:\n{done.stderr[-3000:]}")
     return time.perf_counter() - started, done.stdout
+
+
+def reused(folder: Path, train: list[str]) -> float:
+    """The wall seconds of a completed sweep in `folder` run by `train`'s command: from its first run's start
+    to its last record's write. Refused when a run did not complete or the sweep's overrides differ."""
+    saved = (folder / "multirun.yaml").read_text() if (folder / "multirun.yaml").exists() else ""
+    wanted = [w for w in train[1:] if "=" in w and not w.startswith("hydra.sweep.dir=")]
+    if any(w not in saved for w in wanted):
+        raise SystemExit(f"--reuse {folder}: not a sweep of {' '.join(wanted)} (its multirun.yaml)")
+    paths = sorted(folder.rglob("results.json"))
+    records = [json.loads(path.read_text()) for path in paths]
+    if not records or any(r["status"] != "completed" for r in records):
+        raise SystemExit(f"--reuse {folder}: not every run completed")
+    started = min(datetime.datetime.strptime(r["started"], "%Y-%m-%d %H:%M:%S").timestamp() for r in records)
+    return max(path.stat().st_mtime for path in paths) - started
 
 
 def report_rows(path: Path) -> tuple[list[str], list[dict[str, Any]]]:
@@ -122,15 +148,16 @@ def main() -> int:
     p.add_argument("name", choices=SWEEPS)
     p.add_argument("overrides", nargs="*", help="after --: overrides for every run (a trial, smaller)")
     p.add_argument("--keep", type=Path, help="write the runs here instead of a temporary folder")
+    p.add_argument("--reuse", type=Path, help="report this folder's completed sweep of the same command")
     common.results_argument(p)
     args = p.parse_intermixed_args()
     common.begin()
     print(common.machine())
     sweep = SWEEPS[args.name]
-    folder = args.keep or Path(tempfile.mkdtemp(prefix=f"attnx-{args.name}-"))
+    folder = args.reuse or args.keep or Path(tempfile.mkdtemp(prefix=f"attnx-{args.name}-"))
     where = "hydra.sweep.dir" if "-m" in sweep.train else "hydra.run.dir"
     train = ["train", *sweep.train, *args.overrides, f"{where}={folder}"]
-    wall, _ = run(train)
+    wall = reused(folder, train) if args.reuse else run(train)[0]
     report = ["report", str(folder), *sweep.report, "--out", str(folder / "report")]
     _, printed = run(report)
     config, rows = report_rows(folder / "report" / "report.csv")

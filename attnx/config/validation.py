@@ -155,17 +155,26 @@ def budget(trainer: DictConfig) -> dict[str, int]:
 
 
 def with_plan(sections: dict[str, Any]) -> dict[str, Any]:
-    """`sections` with the lm's plan (`lm.layers`) typed and completed (`attnx.models.plan`), so what a run
-    records and a checkpoint saves holds every layer's hyperparameters; an error names the layer's key."""
+    """`sections` with every per-layer plan (`lm.layers`, a slot's plan such as `encoder.layers`) typed and
+    completed (`attnx.models.plan`), so what a run records and a checkpoint saves holds every layer's
+    hyperparameters; an error names the layer's key."""
     from attnx.models.plan import plan_of
 
-    lm = sections.get("lm")
-    if not isinstance(lm, dict) or lm.get("layers") is None:
-        return sections
+    done = dict(sections)
     try:
-        return {**sections, "lm": {**lm, "layers": plan_of(lm)}}
+        lm = sections.get("lm")
+        if isinstance(lm, dict) and lm.get("layers") is not None:
+            done["lm"] = {**lm, "layers": plan_of(lm)}
+        for kind in ("encoder", "decoder"):
+            section = sections.get(kind)
+            if not isinstance(section, dict) or section.get("name") not in registry.available(kind):
+                continue  # no such part, or a name `check_fields` refuses with the names there are
+            for slot in registry.slots_of(registry.get(kind, section["name"])).values():
+                if slot.plan and section.get(slot.plan) is not None:
+                    done[kind] = {**done[kind], slot.plan: plan_of(section, f"{kind}.{slot.plan}")}
     except ValueError as error:
         raise ConfigError(str(error)) from None
+    return done
 
 
 def resolve(cfg: DictConfig) -> dict[str, Any]:

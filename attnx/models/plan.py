@@ -1,6 +1,7 @@
-"""An lm's per-layer plan (`lm.layers`): which mechanism each block uses, with its hyperparameters and,
-optionally, its own score, as Zoology's Based (a gated convolution beside a Taylor linear attention) or
-the hybrids that interleave attention with recurrent layers are written.
+"""A per-layer plan (an lm's `lm.layers`, a self-attention encoder's `encoder.layers`: a slot's `plan`
+field, `registry.Slot`): which mechanism each block uses, with its hyperparameters and, optionally, its own
+score, as Zoology's Based (a gated convolution beside a Taylor linear attention) or the hybrids that
+interleave attention with recurrent layers are written.
 
 A plan is a list of attention sections, `[{name: base_conv}, {name: based, feature_dim: 16}]`, each
 optionally with a `score` section; null (the default) means every block uses the run's `attention` and
@@ -28,41 +29,43 @@ EXAMPLE = {"attention": "linear", "score": "dot"}  # a name for each kind's erro
 _T = TypeVar("_T")
 
 
-def where(index: int) -> str:
+def where(index: int, key: str = KEY) -> str:
     """The config key of a plan's entry, which its errors and its attention site are named by."""
-    return f"{KEY}.{index}"
+    return f"{key}.{index}"
 
 
-def plan_of(lm: Mapping[str, Any] | None) -> list[dict[str, Any]] | None:
-    """The lm section's plan, completed and checked (`complete`), or None when it has none."""
-    if lm is None or lm.get("layers") is None:
+def plan_of(section: Mapping[str, Any] | None, key: str = KEY) -> list[dict[str, Any]] | None:
+    """The plan of the section `key` is a field of (`lm.layers`: the lm section's), completed and checked
+    (`complete`), or None when it has none."""
+    owner, _, field = key.rpartition(".")
+    if section is None or section.get(field) is None:
         return None
-    layers = lm["layers"]
+    layers = section[field]
     if not isinstance(layers, Sequence) or isinstance(layers, str) or not layers:
         raise ValueError(
-            f"{KEY}={layers!r}: must be a non-empty list of attention sections, e.g. "
-            "[{name:sliding_window},{name:linear}], or null for the run's attention"
+            f"{key}={layers!r}: must be a non-empty list of attention sections, e.g. "
+            "[{name:sliding_window},{name:linear}], or null for one mechanism in every layer"
         )
-    layers_count, num_layers = len(layers), lm.get("num_layers")
+    layers_count, num_layers = len(layers), section.get("num_layers")
     if isinstance(num_layers, int) and num_layers % layers_count:
         how = "more than" if layers_count > num_layers else "not a divisor of"
         raise ValueError(
-            f"{KEY} has {layers_count} entries, {how} lm.num_layers={num_layers}: a plan is one entry per "
-            "layer, or a pattern repeated, so num_layers must be a multiple of its length"
+            f"{key} has {layers_count} entries, {how} {owner}.num_layers={num_layers}: a plan is one entry "
+            "per layer, or a pattern repeated, so num_layers must be a multiple of its length"
         )
-    return [complete(i, layer) for i, layer in enumerate(layers)]
+    return [complete(i, layer, key) for i, layer in enumerate(layers)]
 
 
-def complete(index: int, layer: Any) -> dict[str, Any]:
+def complete(index: int, layer: Any, key: str = KEY) -> dict[str, Any]:
     """Layer `index`'s section typed by its mechanism's registered config, every hyperparameter filled in,
     its name the registered one; its `score` the same way by the score's config."""
     given = dict(layer) if isinstance(layer, Mapping) else layer
     score = given.pop("score", None) if isinstance(given, dict) else None
-    done = _typed("attention", where(index), given)
+    done = _typed("attention", where(index, key), given)
     if score is not None:
         if isinstance(score, str):  # `score: rope`, as a run's `score=rope`
             score = {"name": score}
-        done["score"] = _typed("score", f"{where(index)}.score", score)
+        done["score"] = _typed("score", f"{where(index, key)}.score", score)
     return done
 
 
@@ -98,16 +101,3 @@ def per_layer(entries: Sequence[_T], num_layers: int) -> list[_T]:
 def label(names: Sequence[str]) -> str:
     """A plan as a run's choice of mechanism and as a compare arm's label: `base_conv+based`."""
     return "+".join(names)
-
-
-def upgrade(layers: Sequence[Mapping[str, Any]], dropped: list[str] | None) -> list[dict[str, Any]]:
-    """A saved plan made buildable today, layer by layer (`registry.upgrade`: renamed mechanisms and
-    scores, removed hyperparameters)."""
-    upgraded = []
-    for layer in layers:
-        section = {k: v for k, v in layer.items() if k != "score"}
-        done = registry.upgrade("attention", section, dropped)
-        if layer.get("score") is not None:
-            done["score"] = registry.upgrade("score", layer["score"], dropped)
-        upgraded.append(done)
-    return upgraded

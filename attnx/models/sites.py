@@ -93,9 +93,24 @@ class Sites(Mapping[str, Site]):
         prefix = f"{kind}."
         return {key.removeprefix(prefix): site for key, site in self.found.items() if key.startswith(prefix)}
 
-    def mechanisms(self, kind: str) -> dict[str, Mechanism]:
-        """What `kind`'s class takes for its slots."""
-        return {name: site.mechanism for name, site in self.slots(kind).items()}
+    def mechanisms(self, kind: str) -> dict[str, Mechanism | list[Mechanism]]:
+        """What `kind`'s class takes for its slots: a mechanism per slot, or under a slot's plan field
+        (`layers`) the list of its entries' mechanisms."""
+        found: dict[str, Any] = {}
+        for name, site in self.slots(kind).items():
+            field, _, entry = name.partition(".")
+            if entry:
+                found.setdefault(field, []).append(site.mechanism)
+            else:
+                found[name] = site.mechanism
+        return found
+
+    def slot_layer(self, kind: str, layer: int) -> Site:
+        """The site of layer `layer` of `kind`'s (first) slot: its plan's entry, the plan repeated as a
+        pattern, or the slot's one site."""
+        sites = self.slots(kind)
+        planned = [site for name, site in sites.items() if "." in name]
+        return planned[layer % len(planned)] if planned else next(iter(sites.values()))
 
 
 def resolve_score_name(attention_name: str, score_cfg: Mapping[str, Any] | None) -> str | None:
@@ -155,13 +170,33 @@ def site(
 
 
 def slot_sites(kind: str, section: Mapping[str, Any]) -> dict[str, Site]:
-    """A site per slot of a registered class (`registry.Slot`), from its section's sub-sections."""
+    """A site per slot of a registered class (`registry.Slot`), from its section's sub-sections; a slot
+    given a plan (its `plan` field, `encoder.layers`) a site per entry instead, `<field>.<i>`."""
     found = {}
     for name, slot in registry.slots_of(registry.get(kind, section["name"])).items():
+        key = f"{kind}.{slot.plan}"
+        layers = plan.plan_of(section, key) if slot.plan else None
+        if layers is not None:
+            if section.get(slot.score) is not None:
+                raise ValueError(
+                    f"{kind}.{slot.score}={section[slot.score]['name']}: {key} takes each layer's score from "
+                    f"its entry ({key}.<i>.score)"
+                )
+            found |= {
+                f"{slot.plan}.{i}": planned_site(layer, plan.where(i, key), slot.role)
+                for i, layer in enumerate(layers)
+            }
+            continue
         attention = section.get(name) or {"name": slot.default}
         where = (f"{kind}.{name}", f"{kind}.{slot.score}")
         found[name] = site(where, attention, section.get(slot.score), slot.role, has_positions=True)
     return found
+
+
+def planned_site(layer: Mapping[str, Any], key: str, role: str) -> Site:
+    """A plan's entry (`lm.layers.1`) as a site of `role`, with the entry's own score."""
+    attention = {k: v for k, v in layer.items() if k != "score"}
+    return site((f"{key}.name", f"{key}.score"), attention, layer.get("score"), role, has_positions=True)
 
 
 def resolve_sites(model_type: str, sections: Mapping[str, Any]) -> Sites:
@@ -186,13 +221,7 @@ def lm_sites(sections: Mapping[str, Any]) -> dict[str, Site]:
             f"score={sections['score']['name']}: an lm with {plan.KEY} takes each layer's score from its "
             f"entry ({plan.KEY}.<i>.score), not the run's score"
         )
-    found = {}
-    for i, layer in enumerate(layers):
-        key = plan.where(i)
-        attention = {k: v for k, v in layer.items() if k != "score"}
-        where = (f"{key}.name", f"{key}.score")
-        found[key] = site(where, attention, layer.get("score"), "causal", has_positions=True)
-    return found
+    return {plan.where(i): planned_site(layer, plan.where(i), "causal") for i, layer in enumerate(layers)}
 
 
 def encoder_sites(sections: Mapping[str, Any]) -> dict[str, Site]:

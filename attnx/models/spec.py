@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from attnx import registry
-from attnx.models import plan
 from attnx.models.classifier import Classifier
 from attnx.registry import ModelType, model_type
 
@@ -94,7 +93,7 @@ class ModelSpec:
                 spec[kind] = registry.upgrade(kind, spec[kind], dropped)
         lm = spec.get("lm")
         if lm is not None and lm.get("layers") is not None:  # a plan: each layer's section, as above
-            spec["lm"] = {**lm, "layers": plan.upgrade(lm["layers"], dropped)}
+            spec["lm"] = {**lm, "layers": registry.upgrade_plan(lm["layers"], dropped)}
         return cls(**spec)
 
 

@@ -166,7 +166,8 @@ def reversal(lengths: torch.Tensor, width: int) -> torch.Tensor:
 @register_encoder("self_attn")
 class SelfAttentionEncoder(Encoder):
     """Transformer encoder (Vaswani et al. 2017) of pre-LN blocks whose self-attention is any
-    registered mechanism that declares `self_attention` (the slot `attention`, with its `score`).
+    registered mechanism that declares `self_attention` (the slot `attention`, with its `score`), or
+    each block its own (`layers`, the slot's plan: a mechanism per block, or a pattern repeated).
 
     summary = mean of the unmasked states, or the state of a learned CLS token prepended to the
     input (Devlin et al. 2019). States and mask are aligned with the input tokens (CLS removed);
@@ -176,7 +177,7 @@ class SelfAttentionEncoder(Encoder):
     or T+1 with CLS first).
     """
 
-    slots: ClassVar[dict[str, Slot]] = {"attention": Slot(default="multi_head", role="self")}
+    slots: ClassVar[dict[str, Slot]] = {"attention": Slot(default="multi_head", role="self", plan="layers")}
 
     def __init__(
         self,
@@ -189,17 +190,23 @@ class SelfAttentionEncoder(Encoder):
         max_len: int = 512,
         summary: str = "mean",
         attention: Mechanism | None = None,
+        layers: list[Mechanism] | None = None,
     ) -> None:
         super().__init__(vocab_size)
         self.summary = choice("summary", summary, ("mean", "cls"))
+        pattern = layers or [attention or default_mechanism(self.slots["attention"])]
+        if num_layers % len(pattern):
+            raise ValueError(
+                f"layers has {len(pattern)} mechanisms for num_layers={num_layers}: one per block, or a "
+                "pattern whose length divides num_layers"
+            )
         self.max_len = max_len
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=PAD)
         self.positions = AbsolutePositions(positions, max_len, d_model)
         self.cls = nn.Parameter(torch.randn(1, 1, d_model) * 0.02) if summary == "cls" else None
         self.dropout = nn.Dropout(dropout)
-        factory = attention or default_mechanism(self.slots["attention"])
         self.blocks = nn.ModuleList(
-            SelfAttentionBlock(d_model, factory, ff_dim, dropout) for _ in range(num_layers)
+            SelfAttentionBlock(d_model, pattern[i % len(pattern)], ff_dim, dropout) for i in range(num_layers)
         )
         self.norm = nn.LayerNorm(d_model)  # pre-LN leaves the residual stream unnormalised
         self.output_dim = d_model

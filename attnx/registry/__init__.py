@@ -40,6 +40,7 @@ from attnx.registry.names import (
     slot_groups,
     unknown_message,
     upgrade,
+    upgrade_plan,
 )
 from attnx.registry.signatures import init_parameters
 from attnx.registry.slots import ROLES, Slot, slot_fields, slots_of
@@ -81,4 +82,5 @@ __all__ = [
     "slots_of",
     "unknown_message",
     "upgrade",
+    "upgrade_plan",
 ]

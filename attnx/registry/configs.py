@@ -72,7 +72,7 @@ def config_class(entry: Entry) -> type:
     if cached is not None and dataclasses.fields(cached)[0].default == entry.name and _intact(cached):
         return cached
     slots = slots_of(entry.cls)
-    skip = set(STRUCTURAL[entry.kind]) | set(slots)
+    skip = set(STRUCTURAL[entry.kind]) | set(slot_fields(entry.cls))
     fields: list[tuple[str, Any, Any]] = [("name", str, dataclasses.field(default=entry.name))]
     for p in init_parameters(entry.cls):
         if p.name in skip:

@@ -11,12 +11,12 @@ from __future__ import annotations
 import difflib
 import importlib
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 from attnx.registry.configs import Entry, config_class, new_slot_groups, store, store_group
 from attnx.registry.discovery import current_origin, load_all
-from attnx.registry.slots import slot_fields, slots_of
+from attnx.registry.slots import slots_of
 
 KINDS = ("score", "attention", "encoder", "decoder", "task")  # the one list of the kinds
 
@@ -177,8 +177,9 @@ def slot_groups() -> dict[str, list[str]]:
     found: dict[str, list[str]] = {}
     for kind in ("encoder", "decoder"):
         for name in REGISTRIES[kind].names():
-            for field in slot_fields(REGISTRIES[kind].get(name)):
-                found.setdefault(f"{kind}/{field}", []).append(name)
+            for slot_name, slot in slots_of(REGISTRIES[kind].get(name)).items():
+                for field in (slot_name, slot.score):  # a plan's field is a list, not a group
+                    found.setdefault(f"{kind}/{field}", []).append(name)
     return found
 
 
@@ -222,7 +223,9 @@ def upgrade(kind: str, section: Mapping[str, Any], dropped: list[str] | None = N
         for name, slot in slots_of(entry.cls).items()
         for f, k in ((name, "attention"), (slot.score, "score"))
     }
-    stale = " ".join(f"{k}={section[k]!r}" for k in sorted(set(section) - set(known) - set(slots) - {"name"}))
+    plans = {slot.plan for slot in slots_of(entry.cls).values() if slot.plan}
+    fields = set(known) | set(slots) | plans | {"name"}
+    stale = " ".join(f"{k}={section[k]!r}" for k in sorted(set(section) - fields))
     if stale:
         if dropped is None:
             raise StaleArguments(f"{kind} '{entry.name}' no longer takes {stale}, saved with the model")
@@ -233,4 +236,21 @@ def upgrade(kind: str, section: Mapping[str, Any], dropped: list[str] | None = N
         if isinstance(value, str):  # a slot saved as a plain name (`encoder.score: scaled_dot`)
             value = {"name": value}
         upgraded[field] = None if value is None else upgrade(slot_kind, value, dropped)
+    for field in plans:
+        if section.get(field) is not None:
+            upgraded[field] = upgrade_plan(section[field], dropped)
+    return upgraded
+
+
+def upgrade_plan(
+    layers: Sequence[Mapping[str, Any]], dropped: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """A saved per-layer plan (`lm.layers`, `encoder.layers`) made buildable today, layer by layer: each
+    entry an attention section, with its own score section when it has one."""
+    upgraded = []
+    for layer in layers:
+        done = upgrade("attention", {k: v for k, v in layer.items() if k != "score"}, dropped)
+        if layer.get("score") is not None:
+            done["score"] = upgrade("score", layer["score"], dropped)
+        upgraded.append(done)
     return upgraded

@@ -20,12 +20,16 @@ class Slot:
     factory (query_dim, key_dim, value_dim) -> Attention with the score built in.
 
     role: "self" (bidirectional self-attention), "causal" (self-attention under a causal mask) or
-    "cross"; `default`: the mechanism when the user names none.
+    "cross"; `default`: the mechanism when the user names none. `plan`: a config field (`layers`) that may
+    instead give each of the host's layers its own mechanism, a list of attention sections as an lm's
+    `lm.layers` (`attnx.models.plan`); the constructor then receives, under that field's name, a list of
+    factories, one per entry, and repeats it as a pattern over its layers.
     """
 
     default: str
     role: str
     score: str = "score"
+    plan: str | None = None
 
 
 def slots_of(cls: type) -> dict[str, Slot]:
@@ -33,5 +37,9 @@ def slots_of(cls: type) -> dict[str, Slot]:
 
 
 def slot_fields(cls: type) -> list[str]:
-    """The config fields of a class's slots: each slot's mechanism field, then its score field."""
-    return [name for slot_name, slot in slots_of(cls).items() for name in (slot_name, slot.score)]
+    """The config fields of a class's slots: each slot's mechanism field, its score field, and its plan's."""
+    return [
+        name
+        for slot_name, slot in slots_of(cls).items()
+        for name in (slot_name, slot.score, *([slot.plan] if slot.plan else []))
+    ]

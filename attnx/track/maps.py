@@ -200,9 +200,10 @@ def _language_model(module: Any, batch: Batch, layers: list[int] | None) -> list
     return maps
 
 
-def _slot_name(sites: Sites, kind: str, what: str) -> str:
-    """The mechanism of `kind`'s (first) slot as configured: "multi_head self-attention layer 2"."""
-    return next(iter(sites.slots(kind).values())).describe(what)
+def _slot_name(sites: Sites, kind: str, what: str, layer: int) -> str:
+    """The mechanism of `kind`'s (first) slot at `layer` as configured (a plan's entry there): "multi_head
+    self-attention layer 2"."""
+    return sites.slot_layer(kind, layer).describe(what)
 
 
 def _chosen(recorded: list[Any], layers: list[int] | None) -> list[int]:
@@ -231,7 +232,7 @@ def _self_attention(
             labels = (["<cls>"] if w.shape[-1] > batch.src.shape[1] else []) + source
             n = len(labels)
             kind = f"self_layer{i + 1}"
-            name = _slot_name(module.sites, "encoder", f"self-attention layer {i + 1}")
+            name = _slot_name(module.sites, "encoder", f"self-attention layer {i + 1}", i)
             example.append(AttentionMap(kind, w[:, :n, :n], labels, labels, title, name, rows))
         maps.append(example)
     return maps
@@ -259,7 +260,7 @@ def _decoder_self_attention(
                     cross.rows,
                     inputs,
                     cross.title,
-                    _slot_name(sites, "decoder", f"decoder self-attention layer {i + 1}"),
+                    _slot_name(sites, "decoder", f"decoder self-attention layer {i + 1}", i),
                     "output step (queries)",
                     "decoder input (keys)",
                 )

@@ -161,6 +161,12 @@ def varying(line: Line, cfg: DictConfig, keys: Collection[str]) -> set[str]:
     return found
 
 
+def planned(cfg: DictConfig) -> list[list[str]] | None:
+    """The jobs of an experiment's inline plan (`hydra/sweeper=plan`, `hydra.sweeper.plan: [...]`)."""
+    plan = OmegaConf.select(cfg, "hydra.sweeper.plan")
+    return [list(job) for job in plan] if OmegaConf.is_list(plan) else None
+
+
 def jobs(sweep: dict[str, list[str]]) -> list[list[str]]:
     """Every job of a sweep, each as the overrides fixing its keys."""
     return [list(job) for job in itertools.product(*([f"{k}={v}" for v in vs] for k, vs in sweep.items()))]
@@ -183,11 +189,16 @@ def tiny(line: Line, cfg: DictConfig) -> list[str]:
             name = path.rsplit(".", 1)[-1]
             if name in WIDTHS and isinstance(value, int) and value > 0:
                 chosen[path] = WIDTHS[name]
-    plan = OmegaConf.select(cfg, "lm.layers")
-    if plan and "lm.num_layers" in chosen:  # a plan's length divides num_layers: the plan once
-        chosen["lm.num_layers"] = len(plan)
+    for section in WIDTH_SECTIONS:
+        plan = OmegaConf.select(cfg, f"{section}.layers")
+        if plan and f"{section}.num_layers" in chosen:  # a plan's length divides num_layers: the plan once
+            chosen[f"{section}.num_layers"] = len(plan)
     chosen |= {"trainer.max_steps": MAX_STEPS, "callbacks.attention_heatmaps": "null"}
     tiny = [f"{key}={value}" for key, value in chosen.items() if key not in mine]
+    plan = planned(cfg)
+    if plan is not None and len(plan) > MAX_SWEEP:  # a budget, as n_trials: MAX_SWEEP jobs spread over it
+        cut = [plan[i] for i in range(0, len(plan), len(plan) // MAX_SWEEP)][:MAX_SWEEP]
+        tiny.append(f"hydra.sweeper.plan=[{','.join('[' + ','.join(map(repr, job)) + ']' for job in cut)}]")
     if "optuna" in str(OmegaConf.select(cfg, "hydra.sweeper._target_")):
         tiny.append("hydra.sweeper.n_trials=1")  # a budget, not a choice: the line's 50 trials become 1
     joblib = "joblib" in str(OmegaConf.select(cfg, "hydra.launcher._target_"))

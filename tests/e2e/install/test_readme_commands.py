@@ -51,6 +51,7 @@ from attnx.config.compose import compose, covering_jobs
 
 from helpers.readme_lines import (
     MAX_STEPS,
+    MAX_SWEEP,
     REPO,
     Line,
     flags,
@@ -58,6 +59,7 @@ from helpers.readme_lines import (
     multirun,
     overrides,
     pinned,
+    planned,
     readme_lines,
     sample_outputs,
     shrunk,
@@ -102,6 +104,7 @@ COMPOSED_ONLY = {
 # the sweeps the README's `attnx report` lines read, made by running these README lines small
 REPORT_INPUTS = {
     "multirun/zoology_mqar/<date>": "attnx train -m experiment=zoology_mqar",
+    "multirun/zoology_state/<date>": "attnx train -m experiment=zoology_state",
     "multirun/2026-11-29/12-00-00": "attnx train -m experiment=bahdanau_length",
     "multirun/a": "attnx train -m attention=none,fixed_c,additive,dot,multi_head task=reverse "
     "task.max_len=10,30,50",
@@ -218,6 +221,10 @@ def small(line: Line, keep: Collection[str] = ()) -> tuple[tuple[str, ...], str,
         return ("train", *overrides(line), *tiny(line, cfg)), "hydra.run.dir", 1
     if "n_trials" in " ".join(tiny(line, cfg)):  # Optuna: its trials are the sweep
         return ("train", *flags(line), *overrides(line), *tiny(line, cfg)), "hydra.sweep.dir", 1
+    plan = planned(cfg)
+    if plan is not None:  # an inline plan: its jobs (tiny cuts it to MAX_SWEEP) are the sweep
+        runs = min(len(plan), MAX_SWEEP)
+        return ("train", *flags(line), *overrides(line), *tiny(line, cfg)), "hydra.sweep.dir", runs
     sweep = shrunk(line, cfg, keep)
     smalls = [tiny(line, job_config([*pinned(line, cfg), *job])) for job in jobs(sweep)]
     common = [o for o in smalls[0] if all(o in small for small in smalls)]

@@ -1,7 +1,7 @@
-"""An lm's per-layer plan (`lm.layers`) through the real CLI: a plan trains, its record names it, its
-checkpoint loads and decodes (`attnx generate`), plans sweep with `-m`, with heatmaps of each layer; bad
-plans are one line naming the layer and the key, exit 2, nothing trained; the Based recipe (`lm=based`)
-once `base_conv` is registered."""
+"""Per-layer plans through the real CLI. An lm's (`lm.layers`): a plan trains, its record names it, its
+checkpoint loads and decodes (`attnx generate`), plans sweep with `-m`, with heatmaps of each layer; the
+Based recipe (`lm=based`). A self-attention encoder's (`encoder.layers`), for a classifier and a seq2seq
+model alike. Bad plans are one line naming the layer and the key, exit 2, nothing trained."""
 
 from __future__ import annotations
 
@@ -15,7 +15,19 @@ from attnx.cli import main as cli
 from attnx.config.compose import compose
 from attnx.predict import load
 
-from helpers.tiny import ONE_EPOCH, TINY, TINY_BUDGET, TINY_LM, TINY_RNN, completed, results, sizes, train
+from helpers.tiny import (
+    ONE_EPOCH,
+    TINY,
+    TINY_BUDGET,
+    TINY_LM,
+    TINY_MODEL,
+    TINY_RNN,
+    TINY_SELF_ATTN,
+    completed,
+    results,
+    sizes,
+    train,
+)
 
 PLAN = "lm.layers=[{name:sliding_window,num_heads:2,window:4},{name:linear,num_heads:2}]"
 
@@ -125,3 +137,58 @@ def test_the_based_recipe_is_base_conv_then_based_over_lm_defaults() -> None:
     cfg = compose(["task=mqar", "lm=based", "lm.num_layers=4"])
     assert [layer["name"] for layer in cfg.lm.layers] == ["base_conv", "based"]
     assert cfg.lm.layers[1].feature_dim == 16 and cfg.lm.d_model == compose(["task=mqar"]).lm.d_model
+
+
+ENCODER_PLAN = "encoder.layers=[{name:multi_head,num_heads:2},{name:local_window,window:1}]"
+
+
+@pytest.mark.parametrize(
+    "task",
+    [["task=sentiment", "attention=additive"], ["task=reverse", *TINY_MODEL]],
+    ids=["classifier", "seq2seq"],
+)
+def test_an_encoder_plan_trains_and_its_checkpoint_loads_each_layers_mechanism(
+    tmp_path: Path, task: list[str]
+) -> None:
+    record = completed(tmp_path, *task, *TINY_SELF_ATTN, "encoder.num_layers=4", ENCODER_PLAN, *TINY_BUDGET)
+    window = {"name": "local_window", "window": 1, "predict_centre": True}  # completed with its defaults
+    assert record["config"]["encoder"]["layers"] == [
+        {"name": "multi_head", "num_heads": 2, "dropout": 0.0},
+        window,
+    ]
+    loaded = load(str(next(tmp_path.rglob("last.ckpt"))))
+    kinds = [type(block.attention.mechanism).__name__ for block in loaded.model.encoder.blocks]
+    assert kinds == ["MultiHeadAttention", "LocalAttention"] * 2
+
+
+@pytest.mark.parametrize(
+    ("plan", "expected"),
+    [
+        (
+            "encoder.layers=[{name:multi_head},{name:fixed_c}]",
+            "encoder.layers.1.name=fixed_c: FixedContext cannot be a self-attention layer",
+        ),
+        ("encoder.layers=[{name:multi_head},{name:nope}]", "encoder.layers.1.name: unknown attention 'nope'"),
+        (
+            "encoder.layers=[{name:multi_head,windw:3}]",
+            "encoder.layers.0.windw: attention multi_head takes no",
+        ),
+        (
+            "encoder.layers=[{name:linear},{name:linear},{name:linear}]",
+            "encoder.layers has 3 entries, more than encoder.num_layers=2",
+        ),
+        (
+            "encoder.layers=[{name:linear}] encoder/score=general",
+            "encoder.score=general: encoder.layers takes each layer's score from its entry",
+        ),
+    ],
+)
+def test_a_bad_encoder_plan_is_one_line_naming_the_layer_and_the_key_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture, plan: str, expected: str
+) -> None:
+    capsys.readouterr()
+    overrides = ["task=sentiment", *TINY_SELF_ATTN, "encoder.num_layers=2", *plan.split(), *TINY_BUDGET]
+    assert train(tmp_path / "run", *overrides) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"attnx train: {expected}") and err.count("\n") == 1, err
+    assert not list(tmp_path.rglob("*.ckpt"))  # nothing trained
