@@ -43,6 +43,7 @@ class Sweep:
     by: tuple[str, ...] = ()  # the keys that label the pivot's rows, sorted in this order
     metric: str | None = None  # the pivot's metric (default: the report's first)
     goal_minutes: float | None = None  # a wall-time goal: then a row of the benchmarks' summary
+    columns: tuple[str, ...] = ()  # report.csv's columns of a `rows` table, one row per configuration
 
 
 ZOOLOGY_REPORT = ("--x", "lm.d_model", "--panel", "task.seq_len,task.num_kv_pairs", "--select", "optim.lr",
@@ -68,6 +69,7 @@ SWEEPS = {
         ("-m", "experiment=zoology_state"),
         ("--pareto", "state", "--metric", "test/acc"),
         figure=("test_acc_vs_state.png", "zoology_state.png"),
+        columns=("attention", "lm.d_model", "attention.window", "state_bytes", "test/acc", "converged"),
     ),
     "sentiment_movies": Sweep(
         ("-m", "task=sentiment_movies", "attention=none,fixed_c,additive,dot,multi_head", "seed=0,1,2")
@@ -139,6 +141,13 @@ def _number(value: str) -> Any:
         return value
 
 
+def _cell(value: Any) -> str:
+    """A table's cell: a count with separators, a metric to 3 places, anything else as read."""
+    if isinstance(value, int):
+        return f"{value:,}"
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
 def _text(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
@@ -171,6 +180,9 @@ def main() -> int:
         "commands": [" ".join(["attnx", *train[:-1]]), " ".join(["attnx", "report", "DIR", *sweep.report])],
     }
     tables = {"report": printed_table}
+    if sweep.columns:
+        body = [[_cell(row.get(c, "")) for c in sweep.columns] for row in rows]
+        tables["rows"] = common.table(list(sweep.columns), body, right_from=1)
     if sweep.pivot:
         tables["pivot"] = pivot(rows, sweep.pivot, sweep.by, metric)
         cells: dict[str, dict[str, float]] = {}  # `len64_pairs4/linear` -> `lm.d_model=64` -> the mean

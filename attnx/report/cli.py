@@ -342,7 +342,10 @@ def write_verdicts(path: Path, study: Study) -> None:
 
 
 def write_csv(path: Path, study: Study) -> None:
-    metrics, costs = study.metrics, [key for key, _ in COSTS]
+    """One row per configuration (and per run left out): its values, metrics over seeds and costs, with
+    the decoding state in bytes where the study has it (`--pareto state`)."""
+    state = study.state_bytes
+    metrics, costs = study.metrics, [key for key, _ in COSTS] + (["state_bytes"] if state is not None else [])
     with path.open("w", newline="") as handle:
         writer = csv.writer(handle)
         intervals = [f"{m} {end}" for m in metrics for end in ("ci_low", "ci_high")]
@@ -357,7 +360,8 @@ def write_csv(path: Path, study: Study) -> None:
                 + [row.mean(m) for m in metrics]
                 + [row.std(m) for m in metrics]
                 + [end for s in summaries for end in (s.ci if s is not None and s.ci else (None, None))]
-                + [row.mean(key, metric=False) for key in costs]
+                + [row.mean(key, metric=False) for key, _ in COSTS]
+                + ([state.get(row.values)] if state is not None else [])
                 + [converged_text(row), "", " ".join(r["_path"] for r in row.runs)]
             )
         for run in study.left_out:

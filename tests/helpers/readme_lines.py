@@ -196,6 +196,8 @@ def tiny(line: Line, cfg: DictConfig) -> list[str]:
     chosen |= {"trainer.max_steps": MAX_STEPS, "callbacks.attention_heatmaps": "null"}
     tiny = [f"{key}={value}" for key, value in chosen.items() if key not in mine]
     plan = planned(cfg)
+    if plan is not None:  # a job may choose a per-layer plan (lm=based) whose length num_layers must keep
+        tiny = [o for o in tiny if not o.split("=", 1)[0].endswith(".num_layers")]
     if plan is not None and len(plan) > MAX_SWEEP:  # a budget, as n_trials: MAX_SWEEP jobs spread over it
         cut = [plan[i] for i in range(0, len(plan), len(plan) // MAX_SWEEP)][:MAX_SWEEP]
         tiny.append(f"hydra.sweeper.plan=[{','.join('[' + ','.join(map(repr, job)) + ']' for job in cut)}]")

@@ -4,6 +4,7 @@ with --bench, it refuses in one line."""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,10 @@ def test_the_state_is_the_third_cost_and_its_figure_is_drawn(
     assert " 16,384 |" in cost and " 1,088 |" in cost
     assert "No declared state, so not on the state axis: mystery" in cost
     assert (sweep / "test_acc_vs_state.png").stat().st_size > 0
+    with (sweep / "report.csv").open() as handle:
+        rows = {(r["attention"], r["lm.d_model"], r["attention.window"]): r for r in csv.DictReader(handle)}
+    assert rows[("sliding_window", "32", "8")]["state_bytes"] == "4096"  # every row, the cost table's or not
+    assert rows[("mystery", "32", "")]["state_bytes"] == ""
 
 
 def test_without_pareto_state_the_report_has_no_state(sweep: Path) -> None:
