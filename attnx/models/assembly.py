@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
+import re
 import zlib
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,7 +33,22 @@ def build_host(
         slots = {name: found.mechanism for name, found in slot_sites(kind, section).items()}
     fields = set(registry.slot_fields(registry.get(kind, section["name"])))
     plain = {k: v for k, v in section.items() if k not in fields}
-    return registry.build(kind, plain, **structural, **slots)
+    with named_as(kind, plain):
+        return registry.build(kind, plain, **structural, **slots)
+
+
+@contextmanager
+def named_as(section: str, keys: Iterable[str]) -> Iterator[None]:
+    """A constructor's ValueError that opens with one of its section's keys (`conv must be ...`) names the
+    key as the config does (`lm.conv must be ...`)."""
+    try:
+        yield
+    except ValueError as error:
+        said = str(error)
+        first = re.match(r"\w+", said)
+        if first is not None and first[0] in keys:
+            raise ValueError(f"{section}.{said}") from None
+        raise
 
 
 @dataclass(frozen=True)
@@ -83,7 +100,8 @@ def lm_model(sections: Mapping[str, Any], sites: Sites, sizes: Sizes) -> nn.Modu
         raise ValueError("an lm model needs an lm section")
     lm = {k: v for k, v in sections["lm"].items() if k != "layers"}  # the plan is in the sites
     planned = [found.mechanism for found in sites.planned()]
-    return CausalLM(sizes.src_vocab, planned or sites.attention.mechanism, **lm)
+    with named_as("lm", lm):
+        return CausalLM(sizes.src_vocab, planned or sites.attention.mechanism, **lm)
 
 
 def classifier_model(sections: Mapping[str, Any], sites: Sites, sizes: Sizes) -> nn.Module:

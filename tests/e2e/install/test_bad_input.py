@@ -539,7 +539,8 @@ CASES = [
     ("compare attention=local_window launcher=nope", "launcher: unknown hydra/launcher 'nope'", None),
     ("compare attention=local_window hydra.launcher=joblib", "hydra.launcher is a config group", None),
     # train: data longer than a model's max_len (the lm, mqar, architecture and positions groups)
-    ("train {lm} lm.ff=relu", "ff must be one of gelu, swiglu; got ff='relu'", None),
+    ("train {lm} lm.ff=relu", "lm.ff must be one of gelu, swiglu; got ff='relu'", None),
+    ("train encoder=self_attn encoder.summary=max", "encoder.summary must be one of mean, cls", None),
     ("train {lm} lm.max_len=8", "lm.max_len=8: the train split of task=mqar needs 16 tokens", None),
     ("train {lm} task.test_seq_len=64 lm.max_len=32", "lm.max_len=32: the test split of task=mqar", None),
     (

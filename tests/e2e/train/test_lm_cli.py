@@ -73,11 +73,12 @@ def test_a_task_sets_the_default_mechanism_and_the_user_overrides_it(tmp_path: P
         (["task.vocab_size=8", "task.num_kv_pairs=4"], "must be <= vocab_size / 2 - 1 = 3"),
         (["task.test_seq_len=32", "task.test_num_kv_pairs=9"], "task.test_num_kv_pairs=9 is invalid"),
         (["attention=none"], "attention=none: NoAttention cannot be a causal self-attention layer"),
-        (["lm.positions=rotary"], "positions must be one of sinusoidal, learned, none"),
+        (["lm.positions=rotary"], "lm.positions must be one of sinusoidal, learned, none"),
         (["lm.num_layers=0"], "lm.num_layers=0: must be a positive integer"),
         (["lm.ff_dim=-1"], "lm.ff_dim=-1: must be a non-negative integer"),
-        (["lm.ff=relu"], "ff must be one of gelu, swiglu; got ff='relu'"),
-        (["lm.conv=-1"], "conv must be 0 (none) or a kernel size >= 1; got conv=-1"),
+        (["lm.ff=relu"], "lm.ff must be one of gelu, swiglu; got ff='relu'"),
+        (["lm.conv=-1"], "lm.conv must be 0 (none) or a kernel size >= 1; got conv=-1"),
+        (["lm.init=xavier"], "lm.init must be one of torch, normal; got init='xavier'"),
     ],
 )
 def test_bad_lm_configs_fail_before_training_in_one_line(
