@@ -25,7 +25,10 @@ from attnx.nn.attention import Mechanism
 
 
 def build_host(
-    kind: str, section: Mapping[str, Any], slots: dict[str, Mechanism] | None = None, **structural: Any
+    kind: str,
+    section: Mapping[str, Any],
+    slots: Mapping[str, Mechanism | list[Mechanism]] | None = None,
+    **structural: Any,
 ) -> Any:
     """`registry.build` for a class that may host slots: their sections become Mechanisms (`slots`, when
     the sites are resolved already)."""

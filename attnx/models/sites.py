@@ -172,7 +172,7 @@ def site(
 def slot_sites(kind: str, section: Mapping[str, Any]) -> dict[str, Site]:
     """A site per slot of a registered class (`registry.Slot`), from its section's sub-sections; a slot
     given a plan (its `plan` field, `encoder.layers`) a site per entry instead, `<field>.<i>`."""
-    found = {}
+    found: dict[str, Site] = {}
     for name, slot in registry.slots_of(registry.get(kind, section["name"])).items():
         key = f"{kind}.{slot.plan}"
         layers = plan.plan_of(section, key) if slot.plan else None
