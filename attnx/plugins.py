@@ -58,8 +58,12 @@ def capabilities(cls: type) -> str:
 
 
 def slots(cls: type) -> str:
-    """Each attention site of an encoder or decoder: "attention (role self, default multi_head)"."""
-    return "; ".join(f"{name} (role {s.role}, default {s.default})" for name, s in slots_of(cls).items())
+    """Each attention site of an encoder or decoder: "attention (role self, default multi_head, per layer:
+    layers)"."""
+    return "; ".join(
+        f"{name} (role {s.role}, default {s.default}{f', per layer: {s.plan}' if s.plan else ''})"
+        for name, s in slots_of(cls).items()
+    )
 
 
 # kind -> (column, what a class of that kind declares)

@@ -56,7 +56,8 @@ def test_listing_shows_what_each_class_declares() -> None:
     header, scores = tables["score"]
     assert header[2] == "uses_positions" and scores["dot"][2] == "False"
     header, encoders = tables["encoder"]
-    assert header[2] == "slots" and encoders["self_attn"][2] == "attention (role self, default multi_head)"
+    assert header[2] == "slots"
+    assert encoders["self_attn"][2] == "attention (role self, default multi_head, per layer: layers)"
     assert encoders["rnn"][2] == ""
     assert tables["decoder"][1]["transformer"][2] == "attention (role causal, default multi_head)"
     assert tables["task"][0] == ["name", "origin", "hyperparameters"]
