@@ -65,6 +65,23 @@ SWEEPS = {
         metric="test/acc",
         goal_minutes=40,
     ),
+    # Figure 2's question at one width: softmax and linear attention at d 64 (its learning rate 3e-3, which
+    # learnt every cell at that width), one seed, as the sequences and pairs grow
+    "zoology_mqar_d64": Sweep(
+        (
+            "-m",
+            "experiment=zoology_mqar",
+            "attention=multi_head,linear",
+            "lm.d_model=64",
+            "optim.lr=0.003",
+            "seed=0",
+        ),
+        ("--metric", "test/acc,test/exact_match"),
+        pivot="attention",
+        by=("mqar",),
+        metric="test/acc",
+        columns=("mqar", "attention", "test/acc", "converged"),
+    ),
     "zoology_state": Sweep(
         ("-m", "experiment=zoology_state"),
         ("--pareto", "state", "--metric", "test/acc"),
