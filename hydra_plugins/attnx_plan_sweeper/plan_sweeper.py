@@ -32,14 +32,15 @@ def read_plan(plan: Any) -> list[list[str]]:
     """The jobs of a plan: a YAML (or JSON) file's, or a list given inline (an experiment config's
     `hydra.sweeper.plan`, which then travels with the package); a HydraException naming the plan when it is
     not a non-empty list of lists of strings (an empty plan would launch nothing and say nothing)."""
-    where = f"hydra.sweeper.plan={plan}" if isinstance(plan, (str, Path)) else "hydra.sweeper.plan (inline)"
     if isinstance(plan, (str, Path)):
+        where = f"hydra.sweeper.plan={plan}"
         try:
             jobs = OmegaConf.load(plan)
         except Exception as error:
             said = " ".join(str(error).split())  # YAML's parse errors span lines: the user sees one
             raise HydraException(f"{where}: cannot read it ({said})") from error
     else:
+        where = "hydra.sweeper.plan (inline)"
         jobs = plan if isinstance(plan, ListConfig) else OmegaConf.create(plan)
     if not isinstance(jobs, ListConfig) or not all(
         isinstance(job, ListConfig) and all(isinstance(o, str) for o in job) for job in jobs
